@@ -1,0 +1,3 @@
+from shock.cli.app import main
+
+main()

@@ -1,0 +1,121 @@
+"""The `shock` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from shock import __version__
+
+from shock.cli.output import plugins_table, print_run_header, summary_table
+from shock.cli.progress import ProgressObserver
+from shock.cli.trace_commands import trace_app
+from shock.core.errors import ShockError
+from shock.core.plugins import default_registry
+from shock.core.runner import DEFAULT_CLUSTER, DEFAULT_POLICY, RunOptions, parse_window, run
+
+app = typer.Typer(
+    name="shock",
+    help="Plugin-based scheduler and simulator for deep-learning GPU clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(trace_app, name="trace")
+console = Console(emoji=False)
+errors = Console(stderr=True, emoji=False)
+
+
+@app.command("run")
+def run_command(
+    policy: Annotated[str, typer.Option(help="Policy name (see `shock plugins`).")] = DEFAULT_POLICY,
+    backend: Annotated[str, typer.Option(help="Backend name.")] = "simulator",
+    trace: Annotated[
+        Path | None, typer.Option(help="Trace file (Gavel or Shockwave format); default: bundled.")
+    ] = None,
+    cluster: Annotated[
+        str, typer.Option(help="GPUs as V100:P100:K80 (e.g. 32:0:0) or v100=32,p100=4.")
+    ] = DEFAULT_CLUSTER,
+    throughputs: Annotated[
+        Path | None, typer.Option(help="Throughput table in Gavel's JSON format; default: bundled.")
+    ] = None,
+    solver: Annotated[str, typer.Option(help="highs (default), gurobi, scip, ipopt, cbc, glpk.")] = "highs",
+    seed: Annotated[int, typer.Option(help="Seed for every random choice of the run.")] = 0,
+    round_length: Annotated[
+        float | None, typer.Option(help="Round length in seconds (preset's if not given).")
+    ] = None,
+    min_allocation_interval: Annotated[
+        float | None,
+        typer.Option(help="Minimum seconds between allocation recomputations (preset's if not given)."),
+    ] = None,
+    placement: Annotated[str | None, typer.Option(help="Placement plugin (preset's if not given).")] = None,
+    gpus_per_server: Annotated[int | None, typer.Option(help="GPUs per server (preset's if not given).")] = None,
+    preemption_overhead: Annotated[
+        float | None, typer.Option(help="Seconds lost when a job restarts on other GPUs.")
+    ] = None,
+    window: Annotated[
+        str | None, typer.Option(help="Measure jobs with ids START:END (and stop once they finish).")
+    ] = None,
+    preset: Annotated[str, typer.Option(help="Semantics preset: default or gavel.")] = "default",
+    time_limit: Annotated[float | None, typer.Option(help="Solver time limit per allocation (s).")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the results document here.")] = None,
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+) -> None:
+    """Run a policy on a trace and print a summary."""
+    options = RunOptions(
+        policy=policy,
+        backend=backend,
+        trace=str(trace) if trace else None,
+        cluster=cluster,
+        throughputs=str(throughputs) if throughputs else None,
+        solver=solver,
+        seed=seed,
+        preset=preset,
+        round_length_s=round_length,
+        min_allocation_interval_s=min_allocation_interval,
+        placement=placement,
+        gpus_per_server=gpus_per_server,
+        preemption_overhead_s=preemption_overhead,
+        window=parse_window(window),
+        time_limit_s=time_limit,
+    )
+    registry = default_registry()
+    observer = None
+    if not quiet and console.is_terminal:
+        observer = ProgressObserver(console)
+        registry.manager.register(observer)
+    try:
+        result = run(options, registry)
+    finally:
+        if observer is not None:
+            registry.manager.unregister(observer)
+    print_run_header(console, result)
+    console.print(summary_table(result))
+    if json_path is not None:
+        result.write_json(json_path)
+        console.print(f"results written to {json_path}")
+
+
+@app.command("plugins")
+def plugins_command() -> None:
+    """List every installed plugin: kind, name, providing package, description."""
+    console.print(plugins_table(default_registry()))
+
+
+@app.command("version")
+def version_command() -> None:
+    """Print shock's version."""
+    console.print(__version__)
+
+
+def main() -> None:
+    try:
+        app()
+    except ShockError as exc:
+        errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        sys.exit(2)

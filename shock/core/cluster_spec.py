@@ -1,0 +1,58 @@
+"""Parse `--cluster`: Gavel's `V:P:K` form (`32:0:0`) or `v100=32,p100=4`."""
+
+from __future__ import annotations
+
+from shock.core.errors import InputError
+from shock.core.model import Cluster
+
+GAVEL_ORDER = ("v100", "p100", "k80")
+
+
+def parse_cluster(text: str, gpus_per_server: int | dict[str, int] = 1) -> Cluster:
+    text = text.strip()
+    if not text:
+        raise InputError("empty cluster specification", field="--cluster")
+    counts = _parse_colon_form(text) if "=" not in text else _parse_named_form(text)
+    if sum(counts.values()) == 0:
+        raise InputError(f"cluster '{text}' has no GPUs", field="--cluster")
+    if isinstance(gpus_per_server, int):
+        per_server = dict.fromkeys(counts, gpus_per_server)
+    else:
+        per_server = {w: gpus_per_server.get(w, 1) for w in counts}
+    return Cluster(gpus_per_type=counts, gpus_per_server=per_server)
+
+
+def _parse_colon_form(text: str) -> dict[str, int]:
+    parts = text.split(":")
+    if len(parts) != len(GAVEL_ORDER):
+        raise InputError(
+            f"'{text}' is not of the form V100:P100:K80 (e.g. 32:0:0) nor v100=32,p100=4",
+            field="--cluster",
+        )
+    return {w: _count(p, w, text) for w, p in zip(GAVEL_ORDER, parts, strict=True)}
+
+
+def _parse_named_form(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        name = name.strip().lower()
+        if not sep or not name:
+            raise InputError(f"'{item}' is not of the form type=count", field="--cluster")
+        if name in counts:
+            raise InputError(f"worker type '{name}' given twice", field="--cluster")
+        counts[name] = _count(value, name, text)
+    return counts
+
+
+def _count(value: str, worker_type: str, text: str) -> int:
+    try:
+        count = int(value.strip())
+    except ValueError:
+        raise InputError(
+            f"GPU count for {worker_type} in '{text}' is not an integer: {value!r}",
+            field="--cluster",
+        ) from None
+    if count < 0:
+        raise InputError(f"GPU count for {worker_type} must be >= 0", field="--cluster")
+    return count

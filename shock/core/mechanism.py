@@ -1,0 +1,324 @@
+"""Gavel's round-based mechanism: realise an allocation over rounds.
+
+Each round, every (job, worker type) gets a priority = allocated share / received share; jobs
+are taken per worker type by (priority, deficit, allocation), gangs all-or-nothing, and then
+placed on GPUs. Received shares count time since the last allocation reset, starting with a
+credit of half a round, as in Gavel. The mechanism knows nothing of clocks or execution: a
+backend asks it for a round (`plan_round`) and reports what ran (`credit`).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from operator import itemgetter
+
+import numpy as np
+
+from shock.core.errors import InputError
+from shock.core.model import Cluster, JobSpec
+from shock.core.placement import Placement, PlacementRequest
+from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
+from shock.core.solver import SolverSpec
+from shock.core.throughputs import ThroughputTable
+
+# Gavel's order of worker types before any shuffle.
+_GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
+_NO_FRACTION_PRIORITY = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class MechanismConfig:
+    round_length_s: float = 360.0
+    # Allocations are recomputed only when jobs arrived or left, and at most this often.
+    min_allocation_interval_s: float = 0.0
+    # Gavel: a job that arrived after the last allocation may be picked but is not placed.
+    hold_unallocated_jobs: bool = False
+    # Use `<type>_unconsolidated` throughputs for gangs that straddle servers.
+    placement_sensitive: bool = False
+    seed: int = 0
+
+
+@dataclass(slots=True)
+class JobState:
+    """Mutable per-job state of the mechanism."""
+
+    spec: JobSpec
+    rates: list[float]  # isolated steps/s per worker-type column
+    unconsolidated_rates: list[float]
+    steps_done: float = 0.0
+    time_so_far: list[float] = field(default_factory=list)
+    deficit: list[float] = field(default_factory=list)
+    allocation: list[float] | None = None
+
+    @property
+    def job_id(self) -> int:
+        return self.spec.job_id
+
+    @property
+    def remaining(self) -> float:
+        return self.spec.total_steps - self.steps_done
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """One job's place in a round."""
+
+    job: JobState
+    column: int
+    worker_type: str
+    gpus: tuple[int, ...]
+    rate: float  # steps/s it runs at here
+
+
+@dataclass(slots=True)
+class MechanismStats:
+    preemptions: int = 0
+    lease_extensions: int = 0
+    lease_opportunities: int = 0
+    allocations: int = 0
+    solver_seconds: float = 0.0
+
+
+class Mechanism:
+    def __init__(
+        self,
+        cluster: Cluster,
+        policy: Policy,
+        solver: SolverSpec,
+        placement: Placement,
+        table: ThroughputTable,
+        config: MechanismConfig,
+    ) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.solver = solver
+        self.placement = placement
+        self.table = table
+        self.config = config
+        self.worker_types = cluster.worker_types
+        self.capacity = np.array([cluster.gpus_per_type[w] for w in self.worker_types], float)
+        self.servers_by_column: list[list[list[int]]] = [[] for _ in self.worker_types]
+        self.server_of_gpu: dict[int, int] = {}
+        next_gpu = 0
+        for server in cluster.servers():
+            gpus = list(range(next_gpu, next_gpu + server.num_gpus))
+            next_gpu += server.num_gpus
+            self.servers_by_column[self.worker_types.index(server.worker_type)].append(gpus)
+            for gpu in gpus:
+                self.server_of_gpu[gpu] = server.server_id
+        order = [w for w in _GAVEL_TYPE_ORDER if w in self.worker_types]
+        order += [w for w in self.worker_types if w not in order]
+        self._type_order = [self.worker_types.index(w) for w in order]
+        self._shuffler = random.Random(config.seed + 5)
+        self.active: dict[int, JobState] = {}
+        self.worker_time = [0.0] * len(self.worker_types)
+        self.need_allocation = True
+        self.last_reset_s = 0.0
+        self.allocation: Allocation = Allocation.empty(self.worker_types)
+        self.previous_round: dict[int, tuple[int, tuple[int, ...]]] = {}
+        self.stats = MechanismStats()
+
+    # Jobs entering and leaving.
+
+    def check_job(self, job: JobSpec, source: str) -> None:
+        """Fail early, naming the trace line, when the table cannot run a job anywhere."""
+        rates = self._rates(job)
+        if max(rates, default=0.0) <= 0:
+            raise InputError(
+                f"throughput table {self.table.source} has no throughput for "
+                f"'{job.job_type}' at scale factor {job.scale_factor} on "
+                f"{', '.join(self.worker_types)}",
+                path=source,
+                line=job.source_line,
+                field="job_type",
+            )
+        if job.scale_factor > int(self.capacity.max(initial=0)):
+            raise InputError(
+                f"job needs {job.scale_factor} GPUs but no worker type has that many",
+                path=source,
+                line=job.source_line,
+                field="scale_factor",
+            )
+
+    def _rates(self, job: JobSpec) -> list[float]:
+        return [self.table.throughput(job.job_type, job.scale_factor, w) for w in self.worker_types]
+
+    def admit(self, job: JobSpec) -> JobState:
+        n = len(self.worker_types)
+        rates = self._rates(job)
+        unconsolidated = [
+            self.table.throughput(job.job_type, job.scale_factor, f"{w}_unconsolidated") or r
+            for w, r in zip(self.worker_types, rates, strict=True)
+        ]
+        half_round = self.config.round_length_s / 2
+        state = JobState(
+            spec=job,
+            rates=rates,
+            unconsolidated_rates=unconsolidated,
+            time_so_far=[half_round] * n,
+            deficit=[0.0] * n,
+        )
+        self.active[job.job_id] = state
+        self.need_allocation = True
+        return state
+
+    def credit(self, assignment: Assignment, steps: float, exec_s: float) -> bool:
+        """Record what a unit did in its round; True when the job has finished."""
+        job = assignment.job
+        job.steps_done += steps
+        job.time_so_far[assignment.column] += exec_s
+        self.worker_time[assignment.column] += exec_s
+        if job.remaining <= 0:
+            del self.active[job.job_id]
+            self.need_allocation = True
+            return True
+        return False
+
+    # Allocation.
+
+    def maybe_reallocate(self, now: float) -> bool:
+        """Recompute the allocation if jobs changed and the minimum interval has passed."""
+        if not self.need_allocation:
+            return False
+        interval_ok = (
+            self.last_reset_s == 0 or now - self.last_reset_s >= self.config.min_allocation_interval_s
+        )
+        if not interval_ok:
+            return False
+        self._reset_time_so_far(now)
+        started = time.perf_counter()
+        self.allocation = self.policy.allocate(self._policy_input(now), self.solver)
+        self.stats.solver_seconds += time.perf_counter() - started
+        self.stats.allocations += 1
+        rows = {key: row for row, key in enumerate(self.allocation.keys)}
+        for job in self.active.values():
+            row = rows.get(job.job_id)
+            job.allocation = None if row is None else self.allocation.fractions[row].tolist()
+        self.need_allocation = False
+        return True
+
+    def _reset_time_so_far(self, now: float) -> None:
+        elapsed = now - self.last_reset_s
+        half_round = self.config.round_length_s / 2
+        for column in range(len(self.worker_types)):
+            self.worker_time[column] = half_round * len(self.active)
+        for job in self.active.values():
+            for column in range(len(self.worker_types)):
+                should = job.allocation[column] * elapsed if job.allocation else 0.0
+                job.deficit[column] += should - (job.time_so_far[column] - half_round)
+                job.time_so_far[column] = half_round
+        self.last_reset_s = now
+
+    def _policy_input(self, now: float) -> PolicyInput:
+        jobs = [self.active[j] for j in sorted(self.active)]
+        return PolicyInput(
+            now=now,
+            jobs=tuple(
+                PolicyJob(
+                    job_id=j.job_id,
+                    job_type=j.spec.job_type,
+                    scale_factor=j.spec.scale_factor,
+                    priority_weight=j.spec.priority_weight,
+                    arrival_time=j.spec.arrival_time,
+                    total_steps=j.spec.total_steps,
+                    steps_done=j.steps_done,
+                )
+                for j in jobs
+            ),
+            worker_types=self.worker_types,
+            capacity=self.capacity,
+            throughputs=np.array([j.rates for j in jobs]).reshape(len(jobs), len(self.capacity)),
+            table=self.table,
+        )
+
+    # One round.
+
+    def plan_round(self, now: float) -> list[Assignment]:
+        self.maybe_reallocate(now)
+        order = list(self._type_order)
+        if not self.policy.heterogeneity_aware:
+            self._shuffler.shuffle(order)
+        chosen = self._select(order)
+        assignments = self._place(order, chosen)
+        self._count_leases(assignments)
+        return assignments
+
+    def _select(self, order: list[int]) -> dict[int, list[JobState]]:
+        """Greedy walk over each worker type's jobs by (priority, deficit, allocation)."""
+        backfill = self.policy.backfill
+        jobs = [self.active[j] for j in sorted(self.active)]
+        free = {column: int(self.capacity[column]) for column in order}
+        chosen: dict[int, list[JobState]] = {column: [] for column in order}
+        selected: set[int] = set()
+        for column in order:
+            worker_time = self.worker_time[column]
+            entries = []
+            for job in jobs:
+                share = job.allocation[column] if job.allocation is not None else 0.0
+                if share <= 0 or job.rates[column] <= 0:
+                    priority = 0.0
+                else:
+                    fraction = job.time_so_far[column] / worker_time if worker_time > 0 else 0.0
+                    priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
+                entries.append((priority, job.deficit[column], share, job))
+            entries.sort(key=itemgetter(0, 1, 2), reverse=True)
+            left = free[column]
+            for priority, _, _, job in entries:
+                if left == 0:
+                    break
+                size = job.spec.scale_factor
+                if (
+                    job.job_id in selected
+                    or job.rates[column] <= 0
+                    or (not backfill and priority <= 0)
+                    or size > left
+                ):
+                    continue
+                left -= size
+                selected.add(job.job_id)
+                chosen[column].append(job)
+        return chosen
+
+    def _place(self, order: list[int], chosen: dict[int, list[JobState]]) -> list[Assignment]:
+        assignments: list[Assignment] = []
+        for column in order:
+            runnable = [
+                job
+                for job in chosen[column]
+                if job.allocation is not None or not self.config.hold_unallocated_jobs
+            ]
+            if not runnable:
+                continue
+            requests = [
+                PlacementRequest(job.job_id, job.spec.scale_factor, self._previous_gpus(job, column))
+                for job in runnable
+            ]
+            gpus_of = self.placement.place(self.servers_by_column[column], requests)
+            for job in runnable:
+                gpus = gpus_of[job.job_id]
+                rate = job.rates[column]
+                if self.config.placement_sensitive and len({self.server_of_gpu[g] for g in gpus}) > 1:
+                    rate = job.unconsolidated_rates[column]
+                assignments.append(Assignment(job, column, self.worker_types[column], gpus, rate))
+        return assignments
+
+    def _previous_gpus(self, job: JobState, column: int) -> tuple[int, ...] | None:
+        previous = self.previous_round.get(job.job_id)
+        return previous[1] if previous is not None and previous[0] == column else None
+
+    def ran_last_round_on(self, assignment: Assignment) -> bool:
+        return self.previous_round.get(assignment.job.job_id) == (assignment.column, assignment.gpus)
+
+    def _count_leases(self, assignments: list[Assignment]) -> None:
+        now_running = {a.job.job_id: (a.column, a.gpus) for a in assignments}
+        for job_id, placement in self.previous_round.items():
+            if job_id not in self.active:
+                continue
+            self.stats.lease_opportunities += 1
+            if now_running.get(job_id) == placement:
+                self.stats.lease_extensions += 1
+            else:
+                self.stats.preemptions += 1
+        self.previous_round = now_running

@@ -1,0 +1,151 @@
+"""Run metrics from per-job records: JCT statistics, makespan, utilisation, fairness.
+
+Finish-time fairness (Themis): rho_j = JCT_j / (T_alone_j * max(1, N_j / G)), where T_alone_j
+is job j's run time alone on the fastest worker type at its scale factor, G the cluster's
+GPUs and N_j the time-averaged number of jobs in the system (queued or running) while j was.
+rho <= 1 means the job did at least as well as with a 1/N share of the cluster. A job is
+counted unfair when rho > 1.05.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+UNFAIR_RHO = 1.05
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    job_id: int
+    arrival_s: float
+    completion_s: float
+    isolated_runtime_s: float  # alone on the fastest worker type, at its scale factor
+    scale_factor: int = 1
+
+    @property
+    def jct_s(self) -> float:
+        return self.completion_s - self.arrival_s
+
+
+@dataclass(frozen=True, slots=True)
+class RunCounters:
+    """What the mechanism counted while running."""
+
+    busy_gpu_seconds: float = 0.0
+    preemptions: int = 0
+    lease_extensions: int = 0
+    placements: int = 0  # scheduled (job, round) units, the denominator of the extension share
+    rounds: int = 0
+    allocations: int = 0
+    solver_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    jobs: int
+    avg_jct_s: float
+    makespan_s: float
+    p50_jct_s: float
+    p90_jct_s: float
+    p99_jct_s: float
+    utilization: float
+    worst_ftf_rho: float
+    unfair_fraction: float
+    preemptions: int
+    lease_extension_share: float
+    rounds: int
+    allocations: int
+    solver_seconds: float
+    wall_s: float
+
+
+def average_contention(
+    records: Sequence[JobRecord], unfinished: Sequence[tuple[float, float]] = ()
+) -> np.ndarray:
+    """N_j: time-averaged number of jobs in the system over each job's lifetime. Jobs still
+    in the system when the run stopped count as (arrival, stop time) intervals."""
+    if not records:
+        return np.zeros(0)
+    arrivals = np.array([r.arrival_s for r in records])
+    completions = np.array([r.completion_s for r in records])
+    all_arrivals = np.concatenate([arrivals, [a for a, _ in unfinished]])
+    all_completions = np.concatenate([completions, [c for _, c in unfinished]])
+    times = np.unique(np.concatenate([all_arrivals, all_completions]))
+    # Jobs in the system on [times[k], times[k+1]).
+    in_system = np.searchsorted(np.sort(all_arrivals), times, side="right") - np.searchsorted(
+        np.sort(all_completions), times, side="right"
+    )
+    integral = np.concatenate([[0.0], np.cumsum(in_system[:-1] * np.diff(times))])
+    start = integral[np.searchsorted(times, arrivals)]
+    end = integral[np.searchsorted(times, completions)]
+    lifetime = completions - arrivals
+    with np.errstate(invalid="ignore", divide="ignore"):
+        contention = np.where(lifetime > 0, (end - start) / lifetime, 1.0)
+    return np.asarray(contention, dtype=float)
+
+
+def ftf_rhos(
+    records: Sequence[JobRecord],
+    total_gpus: int,
+    unfinished: Sequence[tuple[float, float]] = (),
+) -> np.ndarray:
+    if not records:
+        return np.zeros(0)
+    contention = average_contention(records, unfinished)
+    fair_slowdown = np.maximum(1.0, contention / max(total_gpus, 1))
+    jct = np.array([r.jct_s for r in records])
+    alone = np.array([r.isolated_runtime_s for r in records])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.where(alone > 0, jct / (alone * fair_slowdown), np.inf)
+    return np.asarray(rho, dtype=float)
+
+
+def compute_metrics(
+    records: Sequence[JobRecord],
+    total_gpus: int,
+    counters: RunCounters,
+    wall_s: float,
+    window: tuple[int, int] | None = None,
+    unfinished: Sequence[tuple[float, float]] = (),
+) -> tuple[Metrics, np.ndarray]:
+    """Metrics over the measured jobs (a job-id window [start, end) if given); returns the
+    metrics and every job's rho (computed with all jobs, so contention is right)."""
+    rhos = ftf_rhos(records, total_gpus, unfinished)
+    measured = [
+        i for i, r in enumerate(records) if window is None or window[0] <= r.job_id < window[1]
+    ]
+    jct = np.array([records[i].jct_s for i in measured])
+    measured_rho = rhos[measured] if measured else np.zeros(0)
+    if records:
+        first = min(r.arrival_s for r in records)
+        makespan = max(r.completion_s for r in records) - first
+    else:
+        makespan = 0.0
+    utilization = counters.busy_gpu_seconds / (total_gpus * makespan) if makespan > 0 else 0.0
+
+    def pct(q: float) -> float:
+        return float(np.percentile(jct, q)) if len(jct) else 0.0
+
+    metrics = Metrics(
+        jobs=len(measured),
+        avg_jct_s=float(jct.mean()) if len(jct) else 0.0,
+        makespan_s=makespan,
+        p50_jct_s=pct(50),
+        p90_jct_s=pct(90),
+        p99_jct_s=pct(99),
+        utilization=utilization,
+        worst_ftf_rho=float(measured_rho.max()) if len(measured_rho) else 0.0,
+        unfair_fraction=float((measured_rho > UNFAIR_RHO).mean()) if len(measured_rho) else 0.0,
+        preemptions=counters.preemptions,
+        lease_extension_share=(
+            counters.lease_extensions / counters.placements if counters.placements else 0.0
+        ),
+        rounds=counters.rounds,
+        allocations=counters.allocations,
+        solver_seconds=counters.solver_seconds,
+        wall_s=wall_s,
+    )
+    return metrics, rhos

@@ -1,0 +1,129 @@
+"""The plugin manager: entry-point group `shock`, lookup by name with clear errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.metadata import entry_points
+from typing import Any
+
+import pluggy
+
+from shock.core import hookspecs
+from shock.core.errors import ShockError, UnknownPluginError
+
+# Registration hook per plugin kind; the kind's singular name is used in messages.
+KINDS: dict[str, str] = {
+    "policy": "register_policies",
+    "placement": "register_placements",
+    "adaptation": "register_adaptations",
+    "backend": "register_backends",
+    "trace format": "register_trace_formats",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredPlugin:
+    """One named thing a plugin module registered."""
+
+    kind: str
+    name: str
+    description: str
+    provider: str  # distribution name, or the plugin's module name when not from a package
+    obj: Any
+
+
+@dataclass(slots=True)
+class LoadedPlugins:
+    """A plugin manager plus where each plugin came from and which failed to load."""
+
+    manager: pluggy.PluginManager
+    providers: dict[int, str] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)  # entry-point name -> error
+
+
+class PluginRegistry:
+    """All registered plugins by kind and name."""
+
+    def __init__(self, loaded: LoadedPlugins) -> None:
+        self.manager = loaded.manager
+        self.providers = loaded.providers
+        self.broken = loaded.broken
+        self._by_kind: dict[str, dict[str, RegisteredPlugin]] = {kind: {} for kind in KINDS}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Collect registrations again (after a plugin was added to the manager)."""
+        for kind in KINDS:
+            self._by_kind[kind] = {}
+        for kind, hook_name in KINDS.items():
+            hook = getattr(self.manager.hook, hook_name)
+            for impl in hook.get_hookimpls():
+                provider = self.providers.get(id(impl.plugin), impl.plugin_name)
+                impl.function(register=self._collector(kind, provider))
+
+    def _collector(self, kind: str, provider: str) -> Callable[[Any], None]:
+        def register(obj: Any) -> None:
+            name = getattr(obj, "name", None)
+            if not isinstance(name, str) or not name:
+                raise ShockError(f"a {kind} plugin from {provider} has no name")
+            existing = self._by_kind[kind].get(name)
+            if existing is not None and existing.obj is not obj:
+                raise ShockError(
+                    f"{kind} '{name}' registered twice (by {existing.provider} and {provider})"
+                )
+            description = getattr(obj, "description", "") or ""
+            self._by_kind[kind][name] = RegisteredPlugin(kind, name, description, provider, obj)
+
+        return register
+
+    def get(self, kind: str, name: str) -> Any:
+        found = self._by_kind[kind].get(name)
+        if found is None:
+            raise UnknownPluginError(kind, name, list(self._by_kind[kind]))
+        return found.obj
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self._by_kind[kind])
+
+    def all(self, kind: str) -> list[Any]:
+        return [self._by_kind[kind][n].obj for n in self.names(kind)]
+
+    def listing(self) -> list[RegisteredPlugin]:
+        rows: list[RegisteredPlugin] = []
+        for kind in KINDS:
+            rows.extend(self._by_kind[kind][n] for n in sorted(self._by_kind[kind]))
+        return rows
+
+    @property
+    def hook(self) -> Any:
+        """Observer hooks, e.g. `registry.hook.job_finished(event=...)`."""
+        return self.manager.hook
+
+
+def load_plugins(extra_plugins: Iterable[object] = ()) -> LoadedPlugins:
+    """Load the entry-point group `shock`; a plugin that fails to import is recorded, not fatal."""
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    loaded = LoadedPlugins(manager)
+    for entry_point in entry_points(group=hookspecs.PROJECT):
+        if manager.get_plugin(entry_point.name) is not None:
+            continue
+        try:
+            plugin = entry_point.load()
+            manager.register(plugin, name=entry_point.name)
+        except Exception as exc:  # a third-party plugin may fail in any way
+            loaded.broken[entry_point.name] = f"{type(exc).__name__}: {exc}"
+            continue
+        dist = entry_point.dist
+        loaded.providers[id(plugin)] = dist.name if dist is not None else entry_point.value
+    for plugin in extra_plugins:
+        manager.register(plugin)
+    return loaded
+
+
+@cache
+def default_registry() -> PluginRegistry:
+    """The registry of every installed plugin (entry-point group `shock`)."""
+    return PluginRegistry(load_plugins())

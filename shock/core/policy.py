@@ -1,0 +1,101 @@
+"""What a policy sees (PolicyInput) and what it returns (Allocation)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from shock.core.solver import SolverSpec
+    from shock.core.throughputs import ThroughputTable
+
+# A scheduled unit: one job id, or a pair of co-located job ids (space sharing).
+UnitKey = int | tuple[int, int]
+
+
+class ProblemClass(Enum):
+    """The kind of optimisation problem a policy produces (decides which solvers fit)."""
+
+    HEURISTIC = "heuristic"
+    LP = "LP"
+    MILP = "MILP"
+    NLP = "NLP"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyJob:
+    job_id: int
+    job_type: str
+    scale_factor: int
+    priority_weight: float
+    arrival_time: float
+    total_steps: int
+    steps_done: float
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyInput:
+    """The state a policy decides on.
+
+    `throughputs[i, w]` is job i's isolated steps/s on worker type w at its scale factor;
+    `capacity[w]` the number of GPUs of worker type w.
+    """
+
+    now: float
+    jobs: tuple[PolicyJob, ...]
+    worker_types: tuple[str, ...]
+    capacity: np.ndarray
+    throughputs: np.ndarray
+    table: ThroughputTable | None = None
+
+    @property
+    def scale_factors(self) -> np.ndarray:
+        return np.fromiter((j.scale_factor for j in self.jobs), float, len(self.jobs))
+
+    @property
+    def priority_weights(self) -> np.ndarray:
+        return np.fromiter((j.priority_weight for j in self.jobs), float, len(self.jobs))
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """Fraction of time each unit should spend on each worker type (rows sum to <= 1)."""
+
+    keys: tuple[UnitKey, ...]
+    worker_types: tuple[str, ...]
+    fractions: np.ndarray
+    objective: float | None = None
+
+    def of(self, key: UnitKey) -> dict[str, float]:
+        row = self.keys.index(key)
+        return {w: float(self.fractions[row, c]) for c, w in enumerate(self.worker_types)}
+
+    @classmethod
+    def empty(cls, worker_types: tuple[str, ...]) -> Allocation:
+        return cls((), worker_types, np.zeros((0, len(worker_types))))
+
+
+class Policy(ABC):
+    """A scheduling policy: state in, allocation out."""
+
+    name: str
+    description: str
+    problem_class: ProblemClass = ProblemClass.HEURISTIC
+    # Gavel shuffles the worker-type order each round for heterogeneity-agnostic policies.
+    heterogeneity_aware: bool = True
+    # Whether the mechanism may fill idle GPUs with jobs the allocation gives no time there
+    # (FIFO runs only what it allocated).
+    backfill: bool = True
+
+    @abstractmethod
+    def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
+        """Compute an allocation for the active jobs of `problem`."""
+
+    def for_run(self, seed: int) -> Policy:
+        """The instance one run uses. Policies that keep state between allocations (FIFO's
+        placements, FTF's attained isolated time) return a fresh copy; the rest themselves."""
+        return self

@@ -1,0 +1,59 @@
+"""Named bundles of simulator semantics (`--preset`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shock.core.errors import UnknownPluginError
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    name: str
+    description: str
+    round_length_s: float
+    min_allocation_interval_s: float
+    hold_unallocated_jobs: bool
+    placement: str
+    placement_sensitive: bool
+    gpus_per_server: int
+    preemption_overhead_s: float = 0.0
+
+
+PRESETS = {
+    "default": Preset(
+        name="default",
+        description=(
+            "shock's semantics: allocation recomputed whenever jobs arrive or leave, new jobs "
+            "run at once, gangs consolidated on 8-GPU servers with Gavel's unconsolidated "
+            "throughputs when they must straddle servers"
+        ),
+        round_length_s=360.0,
+        min_allocation_interval_s=0.0,
+        hold_unallocated_jobs=False,
+        placement="consolidated",
+        placement_sensitive=True,
+        gpus_per_server=8,
+    ),
+    "gavel": Preset(
+        name="gavel",
+        description=(
+            "Gavel's simulator: 360 s rounds, allocation recomputed after arrivals/completions "
+            "at most every 1920 s, jobs not yet in the allocation wait, one GPU per server, "
+            "no preemption cost"
+        ),
+        round_length_s=360.0,
+        min_allocation_interval_s=1920.0,
+        hold_unallocated_jobs=True,
+        placement="first_fit",
+        placement_sensitive=False,
+        gpus_per_server=1,
+    ),
+}
+
+
+def get_preset(name: str) -> Preset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise UnknownPluginError("preset", name, list(PRESETS)) from None

@@ -1,0 +1,58 @@
+"""The results document written by `--json` (key names are a stable interface)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from shock.core.metrics import JobRecord, Metrics
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    policy: str
+    backend: str
+    solver: str
+    trace: str
+    cluster: str
+    preset: str
+    metrics: Metrics
+    records: tuple[JobRecord, ...]
+    rhos: np.ndarray
+    unfinished_jobs: int = 0
+
+    def to_document(self) -> dict[str, object]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "policy": self.policy,
+            "backend": self.backend,
+            "solver": self.solver,
+            "trace": self.trace,
+            "cluster": self.cluster,
+            "preset": self.preset,
+            "metrics": asdict(self.metrics),
+            "unfinished_jobs": self.unfinished_jobs,
+            "jobs": [
+                {
+                    "id": record.job_id,
+                    "arrival_s": record.arrival_s,
+                    "completion_s": record.completion_s,
+                    "jct_s": record.jct_s,
+                    "ftf_rho": float(rho),
+                }
+                for record, rho in zip(self.records, self.rhos, strict=True)
+            ],
+        }
+
+    def write_json(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Write then rename, so an interrupted run never leaves half a document.
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_text(json.dumps(self.to_document(), indent=2) + "\n")
+        temporary.replace(path)

@@ -1,0 +1,45 @@
+"""What a run needs (RunRequest), its settings (RunConfig) and the backend protocol."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from shock.core.mechanism import MechanismConfig
+from shock.core.model import Cluster
+from shock.core.placement import Placement
+from shock.core.plugins import PluginRegistry
+from shock.core.policy import Policy
+from shock.core.results import RunResult
+from shock.core.solver import SolverSpec
+from shock.core.throughputs import ThroughputTable
+from shock.core.trace import Trace
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    mechanism: MechanismConfig
+    preset: str = "default"
+    window: tuple[int, int] | None = None  # measure (and wait for) job ids [start, end)
+    # Seconds a job loses when it (re)starts from a checkpoint on other GPUs than last round.
+    preemption_overhead_s: float = 0.0
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    trace: Trace
+    cluster: Cluster
+    policy: Policy
+    placement: Placement
+    solver: SolverSpec
+    table: ThroughputTable
+    config: RunConfig
+    registry: PluginRegistry
+
+
+class Backend(Protocol):
+    name: str
+    description: str
+
+    def run(self, request: RunRequest) -> RunResult: ...

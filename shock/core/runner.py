@@ -1,0 +1,115 @@
+"""Assemble a run from names and files: the one place the CLI and the benchmarks call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from shock.core.cluster_spec import parse_cluster
+from shock.core.errors import InputError
+from shock.core.mechanism import MechanismConfig
+from shock.core.plugins import PluginRegistry, default_registry
+from shock.core.presets import get_preset
+from shock.core.results import RunResult
+from shock.core.run import RunConfig, RunRequest
+from shock.core.solver import SolverSpec
+from shock.core.throughputs import default_throughputs, load_throughputs
+from shock.core.trace import Trace, read_trace
+
+DEFAULT_TRACE = "max_min_fairness.trace"
+# Gavel's physical cluster: 8 V100, 16 P100 and 24 K80 GPUs.
+DEFAULT_CLUSTER = "v100=8,p100=16,k80=24"
+DEFAULT_POLICY = "max_min_fairness_perf"
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    policy: str = DEFAULT_POLICY
+    backend: str = "simulator"
+    trace: str | None = None  # None: the bundled default trace
+    cluster: str = DEFAULT_CLUSTER
+    throughputs: str | None = None  # None: Gavel's bundled table
+    solver: str = "highs"
+    seed: int = 0
+    preset: str = "default"
+    round_length_s: float | None = None
+    min_allocation_interval_s: float | None = None
+    placement: str | None = None
+    gpus_per_server: int | None = None
+    preemption_overhead_s: float | None = None
+    window: tuple[int, int] | None = None
+    time_limit_s: float | None = None
+
+
+def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
+    return Path(str(resources.files("shock.data").joinpath("traces", name)))
+
+
+def parse_window(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    start, sep, end = text.partition(":")
+    try:
+        window = (int(start), int(end))
+    except ValueError:
+        window = None
+    if not sep or window is None or window[0] < 0 or window[1] <= window[0]:
+        raise InputError(f"'{text}' is not START:END with 0 <= START < END", field="--window")
+    return window
+
+
+def build_request(
+    options: RunOptions, registry: PluginRegistry | None = None, trace: Trace | None = None
+) -> RunRequest:
+    registry = registry or default_registry()
+    preset = get_preset(options.preset)
+    policy = registry.get("policy", options.policy)
+    placement = registry.get("placement", options.placement or preset.placement)
+    solver = SolverSpec(name=options.solver, time_limit_s=options.time_limit_s)
+    solver.check(policy.problem_class, policy.name)
+    if trace is None:
+        trace_path = options.trace or bundled_trace_path()
+        trace = read_trace(trace_path, registry)
+    table = load_throughputs(options.throughputs) if options.throughputs else default_throughputs()
+    cluster = parse_cluster(
+        options.cluster, options.gpus_per_server or preset.gpus_per_server
+    )
+    unknown = [w for w in cluster.worker_types if w not in table.worker_types]
+    if unknown:
+        raise InputError(
+            f"worker type(s) {', '.join(unknown)} not in the throughput table "
+            f"(it has {', '.join(table.worker_types)})",
+            field="--cluster",
+        )
+
+    def pick(value: float | None, default: float) -> float:
+        return default if value is None else value
+
+    mechanism = MechanismConfig(
+        round_length_s=pick(options.round_length_s, preset.round_length_s),
+        min_allocation_interval_s=pick(
+            options.min_allocation_interval_s, preset.min_allocation_interval_s
+        ),
+        hold_unallocated_jobs=preset.hold_unallocated_jobs,
+        placement_sensitive=preset.placement_sensitive,
+        seed=options.seed,
+    )
+    if mechanism.round_length_s <= 0:
+        raise InputError("round length must be > 0", field="--round-length")
+    config = RunConfig(
+        mechanism=mechanism,
+        preset=preset.name,
+        window=options.window,
+        preemption_overhead_s=pick(options.preemption_overhead_s, preset.preemption_overhead_s),
+        seed=options.seed,
+    )
+    return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)
+
+
+def run(options: RunOptions, registry: PluginRegistry | None = None) -> RunResult:
+    registry = registry or default_registry()
+    request = build_request(options, registry)
+    backend = registry.get("backend", options.backend)
+    result: RunResult = backend.run(request)
+    return result

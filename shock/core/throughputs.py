@@ -1,0 +1,156 @@
+"""Throughput tables in Gavel's JSON format.
+
+`{worker_type: {"('<job type>', <sf>)": {"null": steps/s, "('<other>', <sf>)": [a, b]}}}`:
+the "null" entry is the job's isolated throughput; pair entries are the two jobs' throughputs
+when they share a GPU.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from shock.core.errors import InputError
+
+JobKey = tuple[str, int]
+
+
+@dataclass(slots=True)
+class ThroughputTable:
+    """Isolated and co-located throughputs (steps per second) per worker type."""
+
+    isolated: dict[JobKey, dict[str, float]] = field(default_factory=dict)
+    pairs: dict[tuple[JobKey, JobKey], dict[str, tuple[float, float]]] = field(
+        default_factory=dict
+    )
+    source: str = "<memory>"
+
+    @property
+    def worker_types(self) -> tuple[str, ...]:
+        types: set[str] = set()
+        for per_type in self.isolated.values():
+            types.update(per_type)
+        return tuple(sorted(types))
+
+    def has(self, job_type: str, scale_factor: int) -> bool:
+        return (job_type, scale_factor) in self.isolated
+
+    def throughput(self, job_type: str, scale_factor: int, worker_type: str) -> float:
+        """Isolated steps/s of a job on one worker type; 0.0 where the table has none."""
+        return self.isolated.get((job_type, scale_factor), {}).get(worker_type, 0.0)
+
+    def pair_throughput(
+        self, first: JobKey, second: JobKey, worker_type: str
+    ) -> tuple[float, float]:
+        """Steps/s of two co-located jobs; (0, 0) where the pair is not measured."""
+        return self.pairs.get((first, second), {}).get(worker_type, (0.0, 0.0))
+
+    def set(self, job_type: str, scale_factor: int, worker_type: str, value: float) -> None:
+        self.isolated.setdefault((job_type, scale_factor), {})[worker_type] = value
+
+
+def parse_job_key(text: str) -> JobKey:
+    """Parse Gavel's tuple-string key `"('ResNet-18 (batch size 32)', 1)"`."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError) as exc:
+        raise ValueError(f"not a (job type, scale factor) key: {text!r}") from exc
+    if (
+        not isinstance(value, tuple)
+        or len(value) != 2
+        or not isinstance(value[0], str)
+        or not isinstance(value[1], int)
+    ):
+        raise ValueError(f"not a (job type, scale factor) key: {text!r}")
+    return (value[0], value[1])
+
+
+def format_job_key(key: JobKey) -> str:
+    return f"('{key[0]}', {key[1]})"
+
+
+def load_throughputs(path: str | Path) -> ThroughputTable:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read throughput file ({exc.strerror})", path=path) from exc
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+    return throughputs_from_dict(raw, source=str(path))
+
+
+def throughputs_from_dict(raw: object, source: str = "<memory>") -> ThroughputTable:
+    if not isinstance(raw, dict):
+        raise InputError("expected an object of worker types", path=source)
+    table = ThroughputTable(source=source)
+    for worker_type, jobs in raw.items():
+        if not isinstance(jobs, dict):
+            raise InputError("expected an object of job keys", path=source, field=worker_type)
+        for key_text, entries in jobs.items():
+            where = f"{worker_type}.{key_text}"
+            try:
+                key = parse_job_key(key_text)
+            except ValueError as exc:
+                raise InputError(str(exc), path=source, field=where) from exc
+            if not isinstance(entries, dict) or "null" not in entries:
+                raise InputError("missing isolated throughput 'null'", path=source, field=where)
+            table.isolated.setdefault(key, {})[worker_type] = _number(
+                entries["null"], source, f"{where}.null"
+            )
+            for other_text, pair in entries.items():
+                if other_text == "null":
+                    continue
+                try:
+                    other = parse_job_key(other_text)
+                except ValueError as exc:
+                    raise InputError(str(exc), path=source, field=f"{where}.{other_text}") from exc
+                if not isinstance(pair, list) or len(pair) != 2:
+                    raise InputError(
+                        "pair throughput must be [a, b]", path=source, field=f"{where}.{other_text}"
+                    )
+                values = (
+                    _number(pair[0], source, f"{where}.{other_text}[0]"),
+                    _number(pair[1], source, f"{where}.{other_text}[1]"),
+                )
+                table.pairs.setdefault((key, other), {})[worker_type] = values
+    return table
+
+
+def throughputs_to_dict(table: ThroughputTable) -> dict[str, dict[str, dict[str, object]]]:
+    """The table in Gavel's JSON layout (what `shock profile` writes)."""
+    out: dict[str, dict[str, dict[str, object]]] = {}
+    for key, per_type in table.isolated.items():
+        for worker_type, value in per_type.items():
+            out.setdefault(worker_type, {})[format_job_key(key)] = {"null": value}
+    for (first, second), per_type in table.pairs.items():
+        for worker_type, (a, b) in per_type.items():
+            entry = out.setdefault(worker_type, {}).setdefault(format_job_key(first), {})
+            entry[format_job_key(second)] = [a, b]
+    return out
+
+
+def _number(value: object, source: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"expected a number, got {value!r}", path=source, field=where)
+    if value < 0:
+        raise InputError(f"throughput must be >= 0, got {value}", path=source, field=where)
+    return float(value)
+
+
+_DEFAULT_CACHE: dict[str, ThroughputTable] = {}
+
+
+def default_throughputs() -> ThroughputTable:
+    """Gavel's measured simulation throughputs, bundled with shock (MIT, see data/NOTICE.md)."""
+    if "gavel" not in _DEFAULT_CACHE:
+        ref = resources.files("shock.data").joinpath("gavel_throughputs.json")
+        with resources.as_file(ref) as path:
+            _DEFAULT_CACHE["gavel"] = load_throughputs(path)
+            _DEFAULT_CACHE["gavel"].source = "gavel_throughputs.json (bundled)"
+    return _DEFAULT_CACHE["gavel"]

@@ -1,0 +1,75 @@
+"""Traces: a list of jobs read from a file, and the trace-format plugin protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from shock.core.errors import InputError
+from shock.core.model import JobSpec
+
+if TYPE_CHECKING:
+    from shock.core.plugins import PluginRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    jobs: tuple[JobSpec, ...]
+    source: str = "<memory>"
+    format: str = "gavel"
+
+
+class TraceFormat(Protocol):
+    name: str
+    description: str
+
+    def sniff(self, first_line: str) -> bool:
+        """Whether a trace whose first job line is this one is in this format."""
+        ...
+
+    def read(self, path: Path) -> Trace: ...
+
+    def write(self, jobs: Sequence[JobSpec], path: Path) -> None: ...
+
+
+def read_trace(
+    path: str | Path, registry: PluginRegistry, format_name: str | None = None
+) -> Trace:
+    """Read a trace, detecting its format from the first job line unless one is named."""
+    path = Path(path)
+    if format_name is not None:
+        fmt: TraceFormat = registry.get("trace format", format_name)
+        return fmt.read(path)
+    first = _first_line(path)
+    for candidate in registry.all("trace format"):
+        if candidate.sniff(first):
+            return candidate.read(path)
+    names = ", ".join(registry.names("trace format"))
+    raise InputError(
+        f"unrecognised trace format (known formats: {names}); "
+        f"the first job line has {len(first.split(chr(9)))} tab-separated columns",
+        path=path,
+        line=1,
+    )
+
+
+def write_trace(
+    jobs: Sequence[JobSpec], path: str | Path, registry: PluginRegistry, format_name: str
+) -> None:
+    fmt: TraceFormat = registry.get("trace format", format_name)
+    fmt.write(jobs, Path(path))
+
+
+def _first_line(path: Path) -> str:
+    try:
+        with path.open() as handle:
+            for line in handle:
+                if line.strip():
+                    return line.rstrip("\n")
+    except OSError as exc:
+        raise InputError(f"cannot read trace ({exc.strerror})", path=path) from exc
+    except UnicodeDecodeError as exc:
+        raise InputError("trace is not UTF-8 text", path=path) from exc
+    raise InputError("trace has no jobs", path=path)

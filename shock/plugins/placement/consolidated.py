@@ -1,0 +1,96 @@
+"""Built-in placements: Gavel's first-fit and shock's consolidating best-fit.
+
+Both keep a unit on last round's GPUs when those are still free (lease extension) and place
+larger gangs first.
+"""
+
+from __future__ import annotations
+
+from shock.core.hookspecs import Register, hookimpl
+from shock.core.placement import PlacementRequest
+from shock.core.policy import UnitKey
+
+
+def _by_size(requests: list[PlacementRequest]) -> list[PlacementRequest]:
+    return sorted(requests, key=lambda r: -r.scale_factor)  # stable: earlier first on ties
+
+
+def _extend_leases(
+    requests: list[PlacementRequest], taken: set[int]
+) -> dict[UnitKey, tuple[int, ...]]:
+    kept: dict[UnitKey, tuple[int, ...]] = {}
+    for request in requests:
+        previous = request.previous_gpus
+        if previous and len(previous) == request.scale_factor and taken.isdisjoint(previous):
+            kept[request.key] = previous
+            taken.update(previous)
+    return kept
+
+
+class FirstFitPlacement:
+    """Gavel's placement: lease extension, then GPUs in server order (may straddle servers)."""
+
+    name = "first_fit"
+    description = "Gavel's placement: keep last round's GPUs, else first free GPUs in order"
+
+    def place(
+        self, servers: list[list[int]], requests: list[PlacementRequest]
+    ) -> dict[UnitKey, tuple[int, ...]]:
+        ordered = _by_size(requests)
+        taken: set[int] = set()
+        placed: dict[UnitKey, tuple[int, ...]] = {}
+        # Gavel extends leases size class by size class, largest first.
+        for size in sorted({r.scale_factor for r in ordered}, reverse=True):
+            same_size = [r for r in ordered if r.scale_factor == size]
+            placed.update(_extend_leases(same_size, taken))
+            free = (gpu for server in servers for gpu in server if gpu not in taken)
+            for request in same_size:
+                if request.key in placed:
+                    continue
+                gpus = tuple(next(free) for _ in range(request.scale_factor))
+                taken.update(gpus)
+                placed[request.key] = gpus
+                free = (gpu for server in servers for gpu in server if gpu not in taken)
+        return placed
+
+
+class ConsolidatedPlacement:
+    """Lease extension, then each gang on the server that fits it most tightly; a gang that
+    fits on no single server takes the fullest-free servers first (fewest servers)."""
+
+    name = "consolidated"
+    description = "keep last round's GPUs, else pack each gang onto as few servers as possible"
+
+    def place(
+        self, servers: list[list[int]], requests: list[PlacementRequest]
+    ) -> dict[UnitKey, tuple[int, ...]]:
+        ordered = _by_size(requests)
+        taken: set[int] = set()
+        placed = _extend_leases(ordered, taken)
+        free = [[gpu for gpu in server if gpu not in taken] for server in servers]
+        for request in ordered:
+            if request.key in placed:
+                continue
+            need = request.scale_factor
+            fitting = [i for i, gpus in enumerate(free) if len(gpus) >= need]
+            if fitting:
+                best = min(fitting, key=lambda i: (len(free[i]), i))
+                gpus = tuple(free[best][:need])
+                free[best] = free[best][need:]
+            else:
+                chosen: list[int] = []
+                for i in sorted(range(len(free)), key=lambda i: (-len(free[i]), i)):
+                    take = free[i][: need - len(chosen)]
+                    chosen.extend(take)
+                    free[i] = free[i][len(take) :]
+                    if len(chosen) == need:
+                        break
+                gpus = tuple(chosen)
+            placed[request.key] = gpus
+        return placed
+
+
+@hookimpl
+def register_placements(register: Register) -> None:
+    register(FirstFitPlacement())
+    register(ConsolidatedPlacement())

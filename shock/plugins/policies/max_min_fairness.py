@@ -1,0 +1,104 @@
+"""Least attained service as max-min fairness (Gavel section 4.1), agnostic and -aware.
+
+maximise  min_j  (1 / w_j) * sum_w T[j, w] * sf_j * x[j, w] / T_equal[j]
+where T_equal[j] = sum_w T[j, w] * capacity_w / total GPUs is the throughput job j would see
+with an equal share of every worker type. The heterogeneity-agnostic variant sets every
+throughput to 1, so it balances time, not work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pyo
+
+from shock.core.hookspecs import Register, hookimpl
+from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.solver import MatrixLP, SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
+
+
+def normalised_rates(problem: PolicyInput, heterogeneity_aware: bool) -> np.ndarray:
+    """Coefficient c[j, w]: job j's weighted, normalised progress per unit time on type w."""
+    throughputs = problem.throughputs if heterogeneity_aware else np.ones_like(problem.throughputs)
+    share = problem.capacity / problem.capacity.sum()
+    equal_share = throughputs @ share
+    equal_share[equal_share <= 0] = np.inf  # a job that cannot run anywhere gets rate 0
+    rates = throughputs * (problem.scale_factors / problem.priority_weights / equal_share)[:, None]
+    return rates
+
+
+class MaxMinFairness(Policy):
+    problem_class = ProblemClass.LP
+
+    def __init__(self, heterogeneity_aware: bool) -> None:
+        self.heterogeneity_aware = heterogeneity_aware
+        self.name = "max_min_fairness_perf" if heterogeneity_aware else "max_min_fairness"
+        self.description = (
+            "LAS / max-min fairness over normalised throughput (heterogeneity-aware, Gavel)"
+            if heterogeneity_aware
+            else "LAS / max-min fairness over time shares (heterogeneity-agnostic)"
+        )
+
+    def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
+        keys = tuple(job.job_id for job in problem.jobs)
+        if not keys:
+            return Allocation.empty(problem.worker_types)
+        rates = normalised_rates(problem, self.heterogeneity_aware)
+        if solver.uses_fast_path:
+            solution = solve_matrix_lp(self.matrix_lp(problem, rates), solver)
+            fractions = clean_fractions(solution[:-1].reshape(rates.shape))
+            objective = float(solution[-1])
+        else:
+            model = self.pyomo_model(problem, rates)
+            solve_pyomo(model, solver)
+            fractions = model_fractions(model, *rates.shape)
+            objective = float(pyo.value(model.fairness_floor))
+        return Allocation(keys, problem.worker_types, fractions, objective)
+
+    def pyomo_model(self, problem: PolicyInput, rates: np.ndarray) -> pyo.ConcreteModel:
+        model = base_model(problem)
+        model.fairness_floor = pyo.Var()
+        model.objective = pyo.Objective(expr=model.fairness_floor, sense=pyo.maximize)
+        model.floor = pyo.Constraint(
+            model.J,
+            rule=lambda m, j: m.fairness_floor
+            <= sum(float(rates[j, w]) * m.x[j, w] for w in m.W),
+        )
+        return model
+
+    @staticmethod
+    def matrix_lp(problem: PolicyInput, rates: np.ndarray) -> MatrixLP:
+        """The same LP: columns x[j, w] (row-major) then the floor t; minimise -t.
+
+        Rows 0..m-1: t - sum_w rates[j, w] x[j, w] <= 0; rows m..2m-1: sum_w x[j, w] <= 1;
+        rows 2m..2m+n-1: sum_j sf_j x[j, w] <= capacity_w.
+        """
+        m, n = rates.shape
+        jobs = np.repeat(np.arange(m), n)
+        types = np.tile(np.arange(n), m)
+        x_index = np.stack([jobs, m + jobs, 2 * m + types], axis=1).ravel()
+        x_value = np.stack(
+            [-rates.ravel(), np.ones(m * n), problem.scale_factors[jobs]], axis=1
+        ).ravel()
+        index = np.concatenate([x_index, np.arange(m)]).astype(np.int32)
+        value = np.concatenate([x_value, np.ones(m)])
+        start = np.concatenate([np.arange(0, 3 * m * n + 1, 3), [3 * m * n + m]]).astype(np.int32)
+        cost = np.zeros(m * n + 1)
+        cost[-1] = -1.0
+        inf = np.inf
+        return MatrixLP(
+            cost=cost,
+            col_lower=np.concatenate([np.zeros(m * n), [-inf]]),
+            col_upper=np.concatenate([np.ones(m * n), [inf]]),
+            row_lower=np.full(2 * m + n, -inf),
+            row_upper=np.concatenate([np.zeros(m), np.ones(m), problem.capacity.astype(float)]),
+            a_start=start,
+            a_index=index,
+            a_value=value,
+        )
+
+
+@hookimpl
+def register_policies(register: Register) -> None:
+    register(MaxMinFairness(heterogeneity_aware=False))
+    register(MaxMinFairness(heterogeneity_aware=True))
