@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from shock import __version__
-
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.progress import ProgressObserver
 from shock.cli.trace_commands import trace_app
@@ -33,7 +32,9 @@ errors = Console(stderr=True, emoji=False)
 
 @app.command("run")
 def run_command(
-    policy: Annotated[str, typer.Option(help="Policy name (see `shock plugins`).")] = DEFAULT_POLICY,
+    policy: Annotated[
+        str, typer.Option(help="Policy name (see `shock plugins`).")
+    ] = DEFAULT_POLICY,
     backend: Annotated[str, typer.Option(help="Backend name.")] = "simulator",
     trace: Annotated[
         Path | None, typer.Option(help="Trace file (Gavel or Shockwave format); default: bundled.")
@@ -44,26 +45,39 @@ def run_command(
     throughputs: Annotated[
         Path | None, typer.Option(help="Throughput table in Gavel's JSON format; default: bundled.")
     ] = None,
-    solver: Annotated[str, typer.Option(help="highs (default), gurobi, scip, ipopt, cbc, glpk.")] = "highs",
+    solver: Annotated[
+        str, typer.Option(help="highs (default), gurobi, scip, ipopt, cbc, glpk.")
+    ] = "highs",
     seed: Annotated[int, typer.Option(help="Seed for every random choice of the run.")] = 0,
     round_length: Annotated[
         float | None, typer.Option(help="Round length in seconds (preset's if not given).")
     ] = None,
     min_allocation_interval: Annotated[
         float | None,
-        typer.Option(help="Minimum seconds between allocation recomputations (preset's if not given)."),
+        typer.Option(
+            help="Minimum seconds between allocation recomputations (preset's if not given)."
+        ),
     ] = None,
-    placement: Annotated[str | None, typer.Option(help="Placement plugin (preset's if not given).")] = None,
-    gpus_per_server: Annotated[int | None, typer.Option(help="GPUs per server (preset's if not given).")] = None,
+    placement: Annotated[
+        str | None, typer.Option(help="Placement plugin (preset's if not given).")
+    ] = None,
+    gpus_per_server: Annotated[
+        int | None, typer.Option(help="GPUs per server (preset's if not given).")
+    ] = None,
     preemption_overhead: Annotated[
         float | None, typer.Option(help="Seconds lost when a job restarts on other GPUs.")
     ] = None,
     window: Annotated[
-        str | None, typer.Option(help="Measure jobs with ids START:END (and stop once they finish).")
+        str | None,
+        typer.Option(help="Measure jobs with ids START:END (and stop once they finish)."),
     ] = None,
     preset: Annotated[str, typer.Option(help="Semantics preset: default or gavel.")] = "default",
-    time_limit: Annotated[float | None, typer.Option(help="Solver time limit per allocation (s).")] = None,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Write the results document here.")] = None,
+    time_limit: Annotated[
+        float | None, typer.Option(help="Solver time limit per allocation (s).")
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the results document here.")
+    ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
 ) -> None:
     """Run a policy on a trace and print a summary."""

@@ -22,8 +22,10 @@ def summary_table(result: RunResult) -> Table:
     rows = [
         ("jobs measured", str(m.jobs)),
         ("average JCT", hours(m.avg_jct_s)),
-        ("p50 / p90 / p99 JCT",
-         f"{hours(m.p50_jct_s)} / {hours(m.p90_jct_s)} / {hours(m.p99_jct_s)}"),
+        (
+            "p50 / p90 / p99 JCT",
+            f"{hours(m.p50_jct_s)} / {hours(m.p90_jct_s)} / {hours(m.p99_jct_s)}",
+        ),
         ("makespan", hours(m.makespan_s)),
         ("cluster utilisation", f"{m.utilization:.1%}"),
         ("worst finish-time fairness ρ", f"{m.worst_ftf_rho:.2f}"),
@@ -42,8 +44,18 @@ def results_table(results: list[RunResult]) -> Table:
     table = Table(title="shock results", show_lines=False)
     table.add_column("policy", style="bold cyan")
     for column in (
-        "jobs", "avg JCT", "p50 JCT", "p90 JCT", "p99 JCT", "makespan", "util",
-        "worst ρ", "unfair", "preempt", "lease ext", "wall",
+        "jobs",
+        "avg JCT",
+        "p50 JCT",
+        "p90 JCT",
+        "p99 JCT",
+        "makespan",
+        "util",
+        "worst ρ",
+        "unfair",
+        "preempt",
+        "lease ext",
+        "wall",
     ):
         table.add_column(column, justify="right")
     for result in results:

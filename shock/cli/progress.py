@@ -7,6 +7,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -28,7 +29,7 @@ class ProgressObserver:
             console=console,
             transient=True,
         )
-        self._task = None
+        self._task: TaskID | None = None
         self._rounds = 0
 
     @hookimpl

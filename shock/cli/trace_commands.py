@@ -27,9 +27,15 @@ def generate_command(
         float | None, typer.Option(help="Poisson arrival rate in jobs/hour; omit for all at t=0.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Random seed (Gavel's streams: seed+2, seed+3).")] = 0,
-    multi_gpu: Annotated[bool, typer.Option(help="Draw scale factors 1/2/4/8 (70/10/15/5%).")] = False,
-    multi_priority: Annotated[bool, typer.Option(help="20% of jobs get priority weight 5.")] = False,
-    fixed_duration: Annotated[float | None, typer.Option(help="Every job runs this long (s).")] = None,
+    multi_gpu: Annotated[
+        bool, typer.Option(help="Draw scale factors 1/2/4/8 (70/10/15/5%).")
+    ] = False,
+    multi_priority: Annotated[
+        bool, typer.Option(help="20% of jobs get priority weight 5.")
+    ] = False,
+    fixed_duration: Annotated[
+        float | None, typer.Option(help="Every job runs this long (s).")
+    ] = None,
     throughputs: Annotated[Path | None, typer.Option(help="Throughput table (Gavel JSON).")] = None,
     format_name: Annotated[str, typer.Option("--format", help="gavel or shockwave.")] = "gavel",
 ) -> None:

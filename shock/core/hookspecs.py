@@ -46,7 +46,7 @@ def register_adaptations(register: Register) -> None:
 
 @hookspec
 def register_backends(register: Register) -> None:
-    """Register `shock.core.backend.Backend` instances."""
+    """Register `shock.core.run.Backend` instances."""
 
 
 @hookspec

@@ -13,13 +13,14 @@ import random
 import time
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 
 from shock.core.errors import InputError
 from shock.core.model import Cluster, JobSpec
 from shock.core.placement import Placement, PlacementRequest
-from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
+from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, UnitKey
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
 
@@ -45,6 +46,8 @@ class JobState:
     """Mutable per-job state of the mechanism."""
 
     spec: JobSpec
+    job_id: int
+    scale_factor: int
     rates: list[float]  # isolated steps/s per worker-type column
     unconsolidated_rates: list[float]
     steps_done: float = 0.0
@@ -53,23 +56,19 @@ class JobState:
     allocation: list[float] | None = None
 
     @property
-    def job_id(self) -> int:
-        return self.spec.job_id
-
-    @property
     def remaining(self) -> float:
         return self.spec.total_steps - self.steps_done
 
 
-@dataclass(frozen=True, slots=True)
-class Assignment:
-    """One job's place in a round."""
+class Assignment(NamedTuple):
+    """One job's place in a round (a named tuple: built for every job in every round)."""
 
     job: JobState
     column: int
     worker_type: str
     gpus: tuple[int, ...]
     rate: float  # steps/s it runs at here
+    kept_gpus: bool  # ran on exactly these GPUs last round (no checkpoint-restore needed)
 
 
 @dataclass(slots=True)
@@ -155,6 +154,8 @@ class Mechanism:
         half_round = self.config.round_length_s / 2
         state = JobState(
             spec=job,
+            job_id=job.job_id,
+            scale_factor=job.scale_factor,
             rates=rates,
             unconsolidated_rates=unconsolidated,
             time_so_far=[half_round] * n,
@@ -183,7 +184,8 @@ class Mechanism:
         if not self.need_allocation:
             return False
         interval_ok = (
-            self.last_reset_s == 0 or now - self.last_reset_s >= self.config.min_allocation_interval_s
+            self.last_reset_s == 0
+            or now - self.last_reset_s >= self.config.min_allocation_interval_s
         )
         if not interval_ok:
             return False
@@ -249,76 +251,84 @@ class Mechanism:
         """Greedy walk over each worker type's jobs by (priority, deficit, allocation)."""
         backfill = self.policy.backfill
         jobs = [self.active[j] for j in sorted(self.active)]
-        free = {column: int(self.capacity[column]) for column in order}
-        chosen: dict[int, list[JobState]] = {column: [] for column in order}
+        chosen: dict[int, list[JobState]] = {}
         selected: set[int] = set()
+        by_key = itemgetter(0, 1, 2)
         for column in order:
             worker_time = self.worker_time[column]
             entries = []
             for job in jobs:
-                share = job.allocation[column] if job.allocation is not None else 0.0
+                allocation = job.allocation
+                share = allocation[column] if allocation is not None else 0.0
                 if share <= 0 or job.rates[column] <= 0:
                     priority = 0.0
                 else:
                     fraction = job.time_so_far[column] / worker_time if worker_time > 0 else 0.0
                     priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
                 entries.append((priority, job.deficit[column], share, job))
-            entries.sort(key=itemgetter(0, 1, 2), reverse=True)
-            left = free[column]
+            entries.sort(key=by_key, reverse=True)
+            left = int(self.capacity[column])
+            picked: list[JobState] = []
             for priority, _, _, job in entries:
                 if left == 0:
                     break
-                size = job.spec.scale_factor
+                size = job.scale_factor
                 if (
-                    job.job_id in selected
+                    size > left
+                    or job.job_id in selected
                     or job.rates[column] <= 0
                     or (not backfill and priority <= 0)
-                    or size > left
                 ):
                     continue
                 left -= size
                 selected.add(job.job_id)
-                chosen[column].append(job)
+                picked.append(job)
+            chosen[column] = picked
         return chosen
 
     def _place(self, order: list[int], chosen: dict[int, list[JobState]]) -> list[Assignment]:
         assignments: list[Assignment] = []
+        previous = self.previous_round
+        hold = self.config.hold_unallocated_jobs
+        sensitive = self.config.placement_sensitive
+        server_of = self.server_of_gpu
+        extends_leases = getattr(self.placement, "extends_leases", False)
         for column in order:
-            runnable = [
-                job
-                for job in chosen[column]
-                if job.allocation is not None or not self.config.hold_unallocated_jobs
-            ]
+            runnable = [job for job in chosen[column] if job.allocation is not None or not hold]
             if not runnable:
                 continue
-            requests = [
-                PlacementRequest(job.job_id, job.spec.scale_factor, self._previous_gpus(job, column))
-                for job in runnable
-            ]
-            gpus_of = self.placement.place(self.servers_by_column[column], requests)
+            requests = []
+            kept_gpus: dict[UnitKey, tuple[int, ...]] = {}
+            for job in runnable:
+                last = previous.get(job.job_id)
+                kept = last[1] if last is not None and last[0] == column else None
+                if kept is not None:
+                    kept_gpus[job.job_id] = kept
+                requests.append(PlacementRequest(job.job_id, job.scale_factor, kept))
+            if extends_leases and len(kept_gpus) == len(runnable):
+                gpus_of = kept_gpus  # everyone stays where they were; placement would agree
+            else:
+                gpus_of = self.placement.place(self.servers_by_column[column], requests)
+            worker_type = self.worker_types[column]
             for job in runnable:
                 gpus = gpus_of[job.job_id]
                 rate = job.rates[column]
-                if self.config.placement_sensitive and len({self.server_of_gpu[g] for g in gpus}) > 1:
+                if sensitive and len(gpus) > 1 and len({server_of[g] for g in gpus}) > 1:
                     rate = job.unconsolidated_rates[column]
-                assignments.append(Assignment(job, column, self.worker_types[column], gpus, rate))
+                kept = kept_gpus.get(job.job_id) == gpus
+                assignments.append(Assignment(job, column, worker_type, gpus, rate, kept))
         return assignments
-
-    def _previous_gpus(self, job: JobState, column: int) -> tuple[int, ...] | None:
-        previous = self.previous_round.get(job.job_id)
-        return previous[1] if previous is not None and previous[0] == column else None
-
-    def ran_last_round_on(self, assignment: Assignment) -> bool:
-        return self.previous_round.get(assignment.job.job_id) == (assignment.column, assignment.gpus)
 
     def _count_leases(self, assignments: list[Assignment]) -> None:
         now_running = {a.job.job_id: (a.column, a.gpus) for a in assignments}
+        active = self.active
+        opportunities = extensions = 0
         for job_id, placement in self.previous_round.items():
-            if job_id not in self.active:
-                continue
-            self.stats.lease_opportunities += 1
-            if now_running.get(job_id) == placement:
-                self.stats.lease_extensions += 1
-            else:
-                self.stats.preemptions += 1
+            if job_id in active:
+                opportunities += 1
+                if now_running.get(job_id) == placement:
+                    extensions += 1
+        self.stats.lease_opportunities += opportunities
+        self.stats.lease_extensions += extensions
+        self.stats.preemptions += opportunities - extensions
         self.previous_round = now_running

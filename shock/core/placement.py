@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from shock.core.policy import UnitKey
 
 
-@dataclass(frozen=True, slots=True)
-class PlacementRequest:
+class PlacementRequest(NamedTuple):
+    """A unit to place (a named tuple: built for every unit in every round)."""
+
     key: UnitKey
     scale_factor: int
     previous_gpus: tuple[int, ...] | None  # GPUs of this worker type it had last round
@@ -18,6 +18,9 @@ class PlacementRequest:
 class Placement(Protocol):
     name: str
     description: str
+    # True when a request whose previous GPUs are all free always keeps them; the mechanism
+    # then skips the call in rounds where every unit of a worker type ran there last round.
+    extends_leases: bool
 
     def place(
         self, servers: list[list[int]], requests: list[PlacementRequest]

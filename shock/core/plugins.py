@@ -61,7 +61,10 @@ class PluginRegistry:
             hook = getattr(self.manager.hook, hook_name)
             for impl in hook.get_hookimpls():
                 provider = self.providers.get(id(impl.plugin), impl.plugin_name)
-                impl.function(register=self._collector(kind, provider))
+                try:
+                    impl.function(register=self._collector(kind, provider))
+                except Exception as exc:  # one bad plugin must not take every command down
+                    self.broken[impl.plugin_name] = f"{type(exc).__name__}: {exc}"
 
     def _collector(self, kind: str, provider: str) -> Callable[[Any], None]:
         def register(obj: Any) -> None:
@@ -81,7 +84,12 @@ class PluginRegistry:
     def get(self, kind: str, name: str) -> Any:
         found = self._by_kind[kind].get(name)
         if found is None:
-            raise UnknownPluginError(kind, name, list(self._by_kind[kind]))
+            error = UnknownPluginError(kind, name, list(self._by_kind[kind]))
+            if self.broken:
+                error.args = (
+                    f"{error} ({len(self.broken)} plugin(s) failed to load; see `shock plugins`)",
+                )
+            raise error
         return found.obj
 
     def names(self, kind: str) -> list[str]:
@@ -108,18 +116,30 @@ def load_plugins(extra_plugins: Iterable[object] = ()) -> LoadedPlugins:
     manager.add_hookspecs(hookspecs)
     loaded = LoadedPlugins(manager)
     for entry_point in entry_points(group=hookspecs.PROJECT):
+        dist = entry_point.dist
+        provider = dist.name if dist is not None else entry_point.value
         if manager.get_plugin(entry_point.name) is not None:
+            loaded.broken[f"{entry_point.name} ({provider})"] = (
+                f"entry-point name '{entry_point.name}' is already taken by another package"
+            )
             continue
         try:
             plugin = entry_point.load()
             manager.register(plugin, name=entry_point.name)
+            # A misspelled hook (e.g. `register_policy`) would otherwise be ignored silently.
+            manager.check_pending()
         except Exception as exc:  # a third-party plugin may fail in any way
+            if manager.get_plugin(entry_point.name) is not None:
+                manager.unregister(name=entry_point.name)
             loaded.broken[entry_point.name] = f"{type(exc).__name__}: {exc}"
             continue
-        dist = entry_point.dist
-        loaded.providers[id(plugin)] = dist.name if dist is not None else entry_point.value
+        loaded.providers[id(plugin)] = provider
     for plugin in extra_plugins:
+        if manager.is_registered(plugin):
+            continue
         manager.register(plugin)
+        name = getattr(plugin, "__name__", type(plugin).__name__)
+        loaded.providers[id(plugin)] = f"{name} (not from a package)"
     return loaded
 
 

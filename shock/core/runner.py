@@ -72,9 +72,7 @@ def build_request(
         trace_path = options.trace or bundled_trace_path()
         trace = read_trace(trace_path, registry)
     table = load_throughputs(options.throughputs) if options.throughputs else default_throughputs()
-    cluster = parse_cluster(
-        options.cluster, options.gpus_per_server or preset.gpus_per_server
-    )
+    cluster = parse_cluster(options.cluster, options.gpus_per_server or preset.gpus_per_server)
     unknown = [w for w in cluster.worker_types if w not in table.worker_types]
     if unknown:
         raise InputError(

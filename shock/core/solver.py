@@ -110,6 +110,7 @@ def solve_pyomo(model: Any, spec: SolverSpec) -> None:
         # cvxpy/ECOS return in Gavel; simplex would pick an arbitrary vertex instead.
         options.setdefault("solver", "ipm")
         options.setdefault("run_crossover", "off")
+        options.setdefault("presolve", "off")
     for key, value in options.items():
         solver.options[key] = value
     try:
@@ -129,13 +130,25 @@ def solve_pyomo(model: Any, spec: SolverSpec) -> None:
 
 
 def _time_limit_option(name: str) -> str:
-    return {"highs": "time_limit", "gurobi": "TimeLimit", "scip": "limits/time",
-            "ipopt": "max_cpu_time", "cbc": "sec", "glpk": "tmlim"}[name]
+    return {
+        "highs": "time_limit",
+        "gurobi": "TimeLimit",
+        "scip": "limits/time",
+        "ipopt": "max_cpu_time",
+        "cbc": "sec",
+        "glpk": "tmlim",
+    }[name]
 
 
 def _mip_gap_option(name: str) -> str:
-    return {"highs": "mip_rel_gap", "gurobi": "MIPGap", "scip": "limits/gap",
-            "ipopt": "tol", "cbc": "ratio", "glpk": "mipgap"}[name]
+    return {
+        "highs": "mip_rel_gap",
+        "gurobi": "MIPGap",
+        "scip": "limits/gap",
+        "ipopt": "tol",
+        "cbc": "ratio",
+        "glpk": "mipgap",
+    }[name]
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,18 +168,36 @@ class MatrixLP:
     a_value: np.ndarray
 
 
+_HIGHS_INSTANCES: dict[tuple[object, ...], Any] = {}
+
+
+def _highs_for(spec: SolverSpec) -> Any:
+    """One HiGHS instance per option set, reused: creating one costs as much as a small solve."""
+    import highspy
+
+    key = (spec.time_limit_s, tuple(sorted(spec.options.items())))
+    highs = _HIGHS_INSTANCES.get(key)
+    if highs is None:
+        highs = highspy.Highs()
+        highs.setOptionValue("output_flag", False)
+        # The centre of the optimal face, like Gavel's cvxpy/ECOS, not an arbitrary vertex.
+        highs.setOptionValue("solver", "ipm")
+        highs.setOptionValue("run_crossover", "off")
+        # Presolve costs more than it saves on these small LPs (same solution without it).
+        highs.setOptionValue("presolve", "off")
+        if spec.time_limit_s is not None:
+            highs.setOptionValue("time_limit", float(spec.time_limit_s))
+        for option, value in spec.options.items():
+            highs.setOptionValue(option, value)
+        _HIGHS_INSTANCES[key] = highs
+    return highs
+
+
 def solve_matrix_lp(lp: MatrixLP, spec: SolverSpec) -> np.ndarray:
     """Solve an LP with HiGHS' interior-point method (no crossover) and return x."""
     import highspy
 
-    highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
-    highs.setOptionValue("solver", "ipm")
-    highs.setOptionValue("run_crossover", "off")
-    if spec.time_limit_s is not None:
-        highs.setOptionValue("time_limit", float(spec.time_limit_s))
-    for key, value in spec.options.items():
-        highs.setOptionValue(key, value)
+    highs = _highs_for(spec)
     model = highspy.HighsLp()
     model.num_col_ = len(lp.cost)
     model.num_row_ = len(lp.row_lower)

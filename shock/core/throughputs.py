@@ -23,9 +23,7 @@ class ThroughputTable:
     """Isolated and co-located throughputs (steps per second) per worker type."""
 
     isolated: dict[JobKey, dict[str, float]] = field(default_factory=dict)
-    pairs: dict[tuple[JobKey, JobKey], dict[str, tuple[float, float]]] = field(
-        default_factory=dict
-    )
+    pairs: dict[tuple[JobKey, JobKey], dict[str, tuple[float, float]]] = field(default_factory=dict)
     source: str = "<memory>"
 
     @property
@@ -125,11 +123,11 @@ def throughputs_from_dict(raw: object, source: str = "<memory>") -> ThroughputTa
 def throughputs_to_dict(table: ThroughputTable) -> dict[str, dict[str, dict[str, object]]]:
     """The table in Gavel's JSON layout (what `shock profile` writes)."""
     out: dict[str, dict[str, dict[str, object]]] = {}
-    for key, per_type in table.isolated.items():
-        for worker_type, value in per_type.items():
+    for key, isolated in table.isolated.items():
+        for worker_type, value in isolated.items():
             out.setdefault(worker_type, {})[format_job_key(key)] = {"null": value}
-    for (first, second), per_type in table.pairs.items():
-        for worker_type, (a, b) in per_type.items():
+    for (first, second), paired in table.pairs.items():
+        for worker_type, (a, b) in paired.items():
             entry = out.setdefault(worker_type, {}).setdefault(format_job_key(first), {})
             entry[format_job_key(second)] = [a, b]
     return out

@@ -34,9 +34,7 @@ class TraceFormat(Protocol):
     def write(self, jobs: Sequence[JobSpec], path: Path) -> None: ...
 
 
-def read_trace(
-    path: str | Path, registry: PluginRegistry, format_name: str | None = None
-) -> Trace:
+def read_trace(path: str | Path, registry: PluginRegistry, format_name: str | None = None) -> Trace:
     """Read a trace, detecting its format from the first job line unless one is named."""
     path = Path(path)
     if format_name is not None:

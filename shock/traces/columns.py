@@ -113,5 +113,3 @@ def parse_slo(row: Row, column: str) -> float | None:
 
 def write_lines(path: Path, lines: list[str]) -> None:
     path.write_text("".join(line + "\n" for line in lines))
-
-

@@ -30,7 +30,9 @@ GAVEL_COLUMNS = (
 )
 
 
-def job_from_row(row: Row, job_id: int, mode: str = "static", duration: float | None = None) -> JobSpec:
+def job_from_row(
+    row: Row, job_id: int, mode: str = "static", duration: float | None = None
+) -> JobSpec:
     """The columns Gavel and Shockwave traces share."""
     job_type = row.text("job_type").strip()
     if not job_type:
@@ -74,8 +76,7 @@ class GavelTraceFormat:
 
     def read(self, path: Path) -> Trace:
         jobs = tuple(
-            job_from_row(row, index)
-            for index, row in enumerate(read_rows(path, GAVEL_COLUMNS))
+            job_from_row(row, index) for index, row in enumerate(read_rows(path, GAVEL_COLUMNS))
         )
         return Trace(jobs=jobs, source=str(path), format=self.name)
 

@@ -18,7 +18,7 @@ from shock.traces.templates import JobTemplate, gavel_templates
 
 # Philly-derived facts recorded in gavel_job_templates.json (trace_generation_facts).
 _SCALE_FACTOR_BOUNDS = ((0.7, 0.8, 2), (0.8, 0.95, 4))
-_LONG_JOB_PROBABILITY = 0.2
+_LONG_JOB_PROBABILITY = 0.2  # a draw >= 1 - 0.2 (Gavel: random() >= 0.8) makes a long job
 _LONG_LOG10_MINUTES = (3.0, 4.0)
 _SHORT_LOG10_MINUTES = (1.5, 3.0)
 _HIGH_PRIORITY_PROBABILITY = 0.2
@@ -45,7 +45,9 @@ def _scale_factor(rng: random.Random) -> int:
 
 
 def _duration(rng: random.Random) -> float:
-    bounds = _LONG_LOG10_MINUTES if rng.random() >= 1 - _LONG_JOB_PROBABILITY else _SHORT_LOG10_MINUTES
+    bounds = (
+        _LONG_LOG10_MINUTES if rng.random() >= 1 - _LONG_JOB_PROBABILITY else _SHORT_LOG10_MINUTES
+    )
     return 60 * 10 ** rng.uniform(*bounds)
 
 

@@ -55,17 +55,25 @@ class Simulator:
         round_length = config.mechanism.round_length_s
         policy = request.policy.for_run(config.seed)
         mechanism = Mechanism(
-            request.cluster, policy, request.solver, request.placement, request.table,
+            request.cluster,
+            policy,
+            request.solver,
+            request.placement,
+            request.table,
             config.mechanism,
         )
         jobs = sorted(request.trace.jobs, key=lambda j: (j.arrival_time, j.job_id))
         for job in jobs:
             mechanism.check_job(job, request.trace.source)
         waiting_for = {
-            j.job_id for j in jobs if config.window is None or config.window[0] <= j.job_id < config.window[1]
+            j.job_id
+            for j in jobs
+            if config.window is None or config.window[0] <= j.job_id < config.window[1]
         }
         if config.window is not None and not waiting_for:
-            raise ShockError(f"window {config.window[0]}:{config.window[1]} holds no job of the trace")
+            raise ShockError(
+                f"window {config.window[0]}:{config.window[1]} holds no job of the trace"
+            )
         hooks = _Hooks(request.registry.hook)
         if hooks.run_started:
             hooks.run_started(event=RunStarted(policy.name, self.name, len(waiting_for)))
@@ -93,7 +101,9 @@ class Simulator:
                 idle_rounds += 1
                 if idle_rounds > 2:
                     stuck = ", ".join(str(j) for j in sorted(mechanism.active)[:10])
-                    raise ShockError(f"{policy.name} schedules none of the remaining jobs ({stuck})")
+                    raise ShockError(
+                        f"{policy.name} schedules none of the remaining jobs ({stuck})"
+                    )
 
             for assignment, steps, finish in running:
                 exec_s = finish - round_start
@@ -101,8 +111,13 @@ class Simulator:
                 if mechanism.credit(assignment, steps, exec_s):
                     job = assignment.job.spec
                     records.append(
-                        JobRecord(job.job_id, job.arrival_time, finish,
-                                  isolated_runtime.pop(job.job_id), job.scale_factor)
+                        JobRecord(
+                            job.job_id,
+                            job.arrival_time,
+                            finish,
+                            isolated_runtime.pop(job.job_id),
+                            job.scale_factor,
+                        )
                     )
                     waiting_for.discard(job.job_id)
                     if hooks.job_finished:
@@ -142,9 +157,9 @@ class Simulator:
             for assignment in assignments:
                 rate = assignment.rate
                 lost = 0.0
-                if overhead > 0 and not mechanism.ran_last_round_on(assignment):
-                    if assignment.job.steps_done > 0:
-                        lost = min(overhead, round_length)
+                resumed = assignment.job.steps_done > 0
+                if overhead > 0 and resumed and not assignment.kept_gpus:
+                    lost = min(overhead, round_length)
                 steps = min(max(int(rate * (round_length - lost)), 1), assignment.job.remaining)
                 running.append((assignment, steps, now + lost + steps / rate))
             rounds += 1

@@ -12,7 +12,12 @@ from shock.core.policy import UnitKey
 
 
 def _by_size(requests: list[PlacementRequest]) -> list[PlacementRequest]:
-    return sorted(requests, key=lambda r: -r.scale_factor)  # stable: earlier first on ties
+    # Stable, so earlier requests go first among gangs of one size.
+    return sorted(requests, key=_size, reverse=True)
+
+
+def _size(request: PlacementRequest) -> int:
+    return request.scale_factor
 
 
 def _extend_leases(
@@ -32,6 +37,7 @@ class FirstFitPlacement:
 
     name = "first_fit"
     description = "Gavel's placement: keep last round's GPUs, else first free GPUs in order"
+    extends_leases = True
 
     def place(
         self, servers: list[list[int]], requests: list[PlacementRequest]
@@ -39,18 +45,23 @@ class FirstFitPlacement:
         ordered = _by_size(requests)
         taken: set[int] = set()
         placed: dict[UnitKey, tuple[int, ...]] = {}
+        gpus_in_order = [gpu for server in servers for gpu in server]
         # Gavel extends leases size class by size class, largest first.
         for size in sorted({r.scale_factor for r in ordered}, reverse=True):
             same_size = [r for r in ordered if r.scale_factor == size]
             placed.update(_extend_leases(same_size, taken))
-            free = (gpu for server in servers for gpu in server if gpu not in taken)
+            cursor = 0
             for request in same_size:
                 if request.key in placed:
                     continue
-                gpus = tuple(next(free) for _ in range(request.scale_factor))
+                gpus: list[int] = []
+                while len(gpus) < size:
+                    gpu = gpus_in_order[cursor]
+                    cursor += 1
+                    if gpu not in taken:
+                        gpus.append(gpu)
                 taken.update(gpus)
-                placed[request.key] = gpus
-                free = (gpu for server in servers for gpu in server if gpu not in taken)
+                placed[request.key] = tuple(gpus)
         return placed
 
 
@@ -60,6 +71,7 @@ class ConsolidatedPlacement:
 
     name = "consolidated"
     description = "keep last round's GPUs, else pack each gang onto as few servers as possible"
+    extends_leases = True
 
     def place(
         self, servers: list[list[int]], requests: list[PlacementRequest]

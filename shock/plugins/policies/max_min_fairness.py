@@ -8,6 +8,8 @@ throughput to 1, so it balances time, not work.
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import pyomo.environ as pyo
 
@@ -61,8 +63,7 @@ class MaxMinFairness(Policy):
         model.objective = pyo.Objective(expr=model.fairness_floor, sense=pyo.maximize)
         model.floor = pyo.Constraint(
             model.J,
-            rule=lambda m, j: m.fairness_floor
-            <= sum(float(rates[j, w]) * m.x[j, w] for w in m.W),
+            rule=lambda m, j: m.fairness_floor <= sum(float(rates[j, w]) * m.x[j, w] for w in m.W),
         )
         return model
 
@@ -74,28 +75,47 @@ class MaxMinFairness(Policy):
         rows 2m..2m+n-1: sum_j sf_j x[j, w] <= capacity_w.
         """
         m, n = rates.shape
-        jobs = np.repeat(np.arange(m), n)
-        types = np.tile(np.arange(n), m)
-        x_index = np.stack([jobs, m + jobs, 2 * m + types], axis=1).ravel()
-        x_value = np.stack(
-            [-rates.ravel(), np.ones(m * n), problem.scale_factors[jobs]], axis=1
-        ).ravel()
-        index = np.concatenate([x_index, np.arange(m)]).astype(np.int32)
-        value = np.concatenate([x_value, np.ones(m)])
-        start = np.concatenate([np.arange(0, 3 * m * n + 1, 3), [3 * m * n + m]]).astype(np.int32)
-        cost = np.zeros(m * n + 1)
-        cost[-1] = -1.0
-        inf = np.inf
+        shape = _lp_shape(m, n)
+        x_value = np.empty((m * n, 3))
+        x_value[:, 0] = -rates.ravel()
+        x_value[:, 1] = 1.0
+        x_value[:, 2] = np.repeat(problem.scale_factors, n)
+        value = np.concatenate([x_value.ravel(), np.ones(m)])
+        row_upper = shape.row_upper.copy()
+        row_upper[2 * m :] = problem.capacity
         return MatrixLP(
-            cost=cost,
-            col_lower=np.concatenate([np.zeros(m * n), [-inf]]),
-            col_upper=np.concatenate([np.ones(m * n), [inf]]),
-            row_lower=np.full(2 * m + n, -inf),
-            row_upper=np.concatenate([np.zeros(m), np.ones(m), problem.capacity.astype(float)]),
-            a_start=start,
-            a_index=index,
+            cost=shape.cost,
+            col_lower=shape.col_lower,
+            col_upper=shape.col_upper,
+            row_lower=shape.row_lower,
+            row_upper=row_upper,
+            a_start=shape.a_start,
+            a_index=shape.a_index,
             a_value=value,
         )
+
+
+@cache
+def _lp_shape(m: int, n: int) -> MatrixLP:
+    """Everything of the matrix LP that depends only on its size (re-used between rounds)."""
+    jobs = np.repeat(np.arange(m), n)
+    types = np.tile(np.arange(n), m)
+    x_index = np.stack([jobs, m + jobs, 2 * m + types], axis=1).ravel()
+    index = np.concatenate([x_index, np.arange(m)]).astype(np.int32)
+    start = np.concatenate([np.arange(0, 3 * m * n + 1, 3), [3 * m * n + m]]).astype(np.int32)
+    cost = np.zeros(m * n + 1)
+    cost[-1] = -1.0
+    return MatrixLP(
+        cost=cost,
+        col_lower=np.concatenate([np.zeros(m * n), [-np.inf]]),
+        # No x <= 1 bounds: they are implied, and would move the interior solution.
+        col_upper=np.full(m * n + 1, np.inf),
+        row_lower=np.full(2 * m + n, -np.inf),
+        row_upper=np.concatenate([np.zeros(m), np.ones(m), np.zeros(n)]),
+        a_start=start,
+        a_index=index,
+        a_value=np.zeros(0),
+    )
 
 
 @hookimpl

@@ -20,15 +20,17 @@ def base_model(problem: PolicyInput) -> Any:
     model = pyo.ConcreteModel()
     model.J = pyo.RangeSet(0, len(problem.jobs) - 1)
     model.W = pyo.RangeSet(0, len(problem.worker_types) - 1)
-    model.x = pyo.Var(model.J, model.W, bounds=(0.0, 1.0))
+    # x <= 1 follows from the row constraint; an explicit bound would move interior solutions.
+    model.x = pyo.Var(model.J, model.W, domain=pyo.NonNegativeReals)
     scale = problem.scale_factors
     model.one_type_at_a_time = pyo.Constraint(
         model.J, rule=lambda m, j: sum(m.x[j, w] for w in m.W) <= 1.0
     )
     model.capacity = pyo.Constraint(
         model.W,
-        rule=lambda m, w: sum(float(scale[j]) * m.x[j, w] for j in m.J)
-        <= float(problem.capacity[w]),
+        rule=lambda m, w: (
+            sum(float(scale[j]) * m.x[j, w] for j in m.J) <= float(problem.capacity[w])
+        ),
     )
     return model
 
