@@ -109,12 +109,6 @@ def test_cluster_rejects_negative_counts_directly() -> None:
         Cluster({"v100": -1})
 
 
-@pytest.mark.xfail(
-    reason="BUG shock/core/cluster_spec.py parse_cluster: GPUs per server < 1 raises a bare "
-    "ValueError from Cluster.__post_init__ (a traceback from `shock run --gpus-per-server -1`) "
-    "instead of InputError",
-    strict=True,
-)
 @pytest.mark.parametrize("per_server", [0, -1])
 def test_bad_gpus_per_server_is_input_error(per_server: int) -> None:
     with pytest.raises(InputError):

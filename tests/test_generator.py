@@ -67,9 +67,10 @@ def test_different_seeds_differ() -> None:
 
 def test_prefix_is_stable() -> None:
     # Each job draws from the same stream in order, so fewer jobs give a prefix.
-    assert _generate(num_jobs=20, seed=3, jobs_per_hour=RATE) == _generate(
-        num_jobs=40, seed=3, jobs_per_hour=RATE
-    )[:20]
+    assert (
+        _generate(num_jobs=20, seed=3, jobs_per_hour=RATE)
+        == _generate(num_jobs=40, seed=3, jobs_per_hour=RATE)[:20]
+    )
 
 
 def test_job_ids_and_defaults(single: list) -> None:
@@ -211,9 +212,7 @@ def test_template_commands_equal_bundled_gavel_traces(name: str) -> None:
 
 
 def test_template_commands_match_shockwave_trace_up_to_documented_differences() -> None:
-    jobs = read_trace(
-        TRACES_DIR / "shockwave_220_multigpu_dynamic.trace", default_registry()
-    ).jobs
+    jobs = read_trace(TRACES_DIR / "shockwave_220_multigpu_dynamic.trace", default_registry()).jobs
     for job in jobs:
         command, workdir, steps_arg, needs_data = _template_columns(job.job_type)
         # Shockwave's job table: ResNet-50 with "-j 4", LM with python3.
@@ -256,11 +255,6 @@ def test_cli_generate_shockwave_format(tmp_path: Path) -> None:
     assert {j.arrival_time for j in trace.jobs} == {0.0}
 
 
-@pytest.mark.xfail(
-    reason="BUG shock/traces/generator.py generate_jobs: jobs carry no duration, so a "
-    "generated Shockwave trace has 0 in every duration column",
-    strict=True,
-)
 def test_cli_generate_shockwave_has_durations(tmp_path: Path) -> None:
     out = tmp_path / "gen.trace"
     result = CliRunner().invoke(
@@ -279,11 +273,6 @@ def test_cli_generate_rejects_negative(option: str, tmp_path: Path) -> None:
     assert not out.exists()
 
 
-@pytest.mark.xfail(
-    reason="BUG shock/traces/columns.py write_lines (via `shock trace generate`): writing into "
-    "a missing directory raises FileNotFoundError, shown as a traceback",
-    strict=True,
-)
 def test_cli_generate_into_missing_directory_reports_error(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     result = subprocess.run(

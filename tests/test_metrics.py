@@ -63,9 +63,7 @@ def test_average_contention_nested_jobs() -> None:
 def test_average_contention_counts_unfinished_jobs() -> None:
     records = [JobRecord(0, 0.0, 10.0, 10.0)]
     # A job still queued from t=5 until the run stopped at t=30.
-    assert average_contention(records, unfinished=[(5.0, 30.0)]).tolist() == pytest.approx(
-        [1.5]
-    )
+    assert average_contention(records, unfinished=[(5.0, 30.0)]).tolist() == pytest.approx([1.5])
 
 
 def test_average_contention_zero_lifetime_and_empty() -> None:
@@ -292,11 +290,6 @@ def test_write_json_overwrites(tmp_path: Path) -> None:
     assert _strict_loads(path.read_text())["metrics"]["jobs"] == 3  # type: ignore[index]
 
 
-@pytest.mark.xfail(
-    reason="BUG shock/core/results.py write_json: an infinite rho (a job with no isolated "
-    "run time) is written as the non-standard JSON token Infinity",
-    strict=True,
-)
 def test_write_json_is_standard_json_with_infinite_rho(tmp_path: Path) -> None:
     records = (JobRecord(0, 0.0, 10.0, 0.0),)
     path = tmp_path / "out.json"

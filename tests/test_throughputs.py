@@ -73,11 +73,6 @@ def test_parse_job_key_bad(text: str) -> None:
         parse_job_key(text)
 
 
-@pytest.mark.xfail(
-    reason="BUG shock/core/throughputs.py parse_job_key: bool is an int, and scale factors "
-    "< 1 are accepted as keys",
-    strict=True,
-)
 @pytest.mark.parametrize("text", ["('A3C', True)", "('A3C', 0)", "('A3C', -2)"])
 def test_parse_job_key_rejects_non_scale_factors(text: str) -> None:
     with pytest.raises(ValueError):
@@ -89,11 +84,6 @@ def test_format_job_key_matches_gavel_spelling(raw: dict) -> None:
         assert format_job_key(parse_job_key(key_text)) == key_text
 
 
-@pytest.mark.xfail(
-    reason="BUG shock/core/throughputs.py format_job_key: a job type with a quote is written "
-    "as \"('it's', 1)\", which parse_job_key cannot read back (Gavel uses str(tuple))",
-    strict=True,
-)
 def test_format_job_key_round_trips_quotes() -> None:
     key = ("it's", 1)
     assert parse_job_key(format_job_key(key)) == key
@@ -276,11 +266,6 @@ def test_top_level_not_object(tmp_path: Path) -> None:
     assert str(path) in str(info.value)
 
 
-@pytest.mark.xfail(
-    reason="BUG shock/core/throughputs.py _number: NaN and Infinity (which json accepts) are "
-    "taken as throughputs",
-    strict=True,
-)
 @pytest.mark.parametrize("constant", ["NaN", "Infinity"])
 def test_non_finite_throughput_rejected(tmp_path: Path, constant: str) -> None:
     path = _write(tmp_path, '{"v100": {"(\'A\', 1)": {"null": ' + constant + "}}}")
@@ -288,11 +273,6 @@ def test_non_finite_throughput_rejected(tmp_path: Path, constant: str) -> None:
         load_throughputs(path)
 
 
-@pytest.mark.xfail(
-    reason="BUG shock/core/throughputs.py load_throughputs: only OSError is caught, so a "
-    "non-UTF-8 file raises UnicodeDecodeError (a traceback in the CLI)",
-    strict=True,
-)
 def test_non_utf8_file_is_input_error(tmp_path: Path) -> None:
     path = tmp_path / "throughputs.json"
     path.write_bytes(b'{"v100": {"\xff": 1}}')

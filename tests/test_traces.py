@@ -123,9 +123,7 @@ def job_specs(draw: st.DrawFn, shockwave: bool) -> JobSpec:
         total_steps=draw(st.integers(min_value=1, max_value=10**15)),
         scale_factor=draw(st.sampled_from([1, 2, 4, 8])),
         arrival_time=draw(st.floats(min_value=0.0, max_value=1e12, **_FINITE)),
-        priority_weight=draw(
-            st.floats(min_value=0.0, max_value=1e6, exclude_min=True, **_FINITE)
-        ),
+        priority_weight=draw(st.floats(min_value=0.0, max_value=1e6, exclude_min=True, **_FINITE)),
         slo=slo,
         command=draw(_TEXT),
         working_directory=draw(_TEXT),
@@ -183,11 +181,6 @@ def test_shockwave_writes_missing_duration_as_zero(tmp_path: Path) -> None:
     assert fields[SHOCKWAVE_COLUMNS.index("SLO")] == "-1.000000"
 
 
-@pytest.mark.xfail(
-    reason="BUG shock/traces/columns.py format_slo: SLO written with '%f' (6 decimals) loses "
-    "precision; a small SLO is written as 0.000000 and the reader then rejects the file",
-    strict=True,
-)
 @pytest.mark.parametrize("slo", [1.2345678, 1e-7])
 def test_slo_round_trips_exactly(slo: float, tmp_path: Path) -> None:
     path = tmp_path / "slo.trace"
@@ -216,8 +209,11 @@ def _bad_line(base: str, **fields: str) -> str:
 
 # name -> (base line of the file, the bad third line, field the error must name)
 BAD_LINES = {
-    "non_integer_total_steps": (GOOD_GAVEL, _bad_line(GOOD_GAVEL, total_steps="12.5"),
-                                "total_steps"),
+    "non_integer_total_steps": (
+        GOOD_GAVEL,
+        _bad_line(GOOD_GAVEL, total_steps="12.5"),
+        "total_steps",
+    ),
     "text_total_steps": (GOOD_GAVEL, _bad_line(GOOD_GAVEL, total_steps="many"), "total_steps"),
     "zero_total_steps": (GOOD_GAVEL, _bad_line(GOOD_GAVEL, total_steps="0"), "total_steps"),
     "text_scale_factor": (GOOD_GAVEL, _bad_line(GOOD_GAVEL, scale_factor="abc"), "scale_factor"),
@@ -226,16 +222,25 @@ BAD_LINES = {
     "nan_arrival": (GOOD_GAVEL, _bad_line(GOOD_GAVEL, arrival_time="nan"), "arrival_time"),
     "inf_arrival": (GOOD_GAVEL, _bad_line(GOOD_GAVEL, arrival_time="inf"), "arrival_time"),
     "zero_priority": (GOOD_GAVEL, _bad_line(GOOD_GAVEL, priority_weight="0"), "priority_weight"),
-    "negative_priority": (GOOD_GAVEL, _bad_line(GOOD_GAVEL, priority_weight="-2"),
-                          "priority_weight"),
-    "maybe_needs_data_dir": (GOOD_GAVEL, _bad_line(GOOD_GAVEL, needs_data_dir="maybe"),
-                             "needs_data_dir"),
+    "negative_priority": (
+        GOOD_GAVEL,
+        _bad_line(GOOD_GAVEL, priority_weight="-2"),
+        "priority_weight",
+    ),
+    "maybe_needs_data_dir": (
+        GOOD_GAVEL,
+        _bad_line(GOOD_GAVEL, needs_data_dir="maybe"),
+        "needs_data_dir",
+    ),
     "zero_slo": (GOOD_GAVEL, _bad_line(GOOD_GAVEL, SLO="0"), "SLO"),
     "empty_job_type": (GOOD_GAVEL, _bad_line(GOOD_GAVEL, job_type="  "), "job_type"),
     "unknown_mode": (GOOD_SHOCKWAVE, _bad_line(GOOD_SHOCKWAVE, mode="adaptive"), "mode"),
     "negative_duration": (GOOD_SHOCKWAVE, _bad_line(GOOD_SHOCKWAVE, duration="-3"), "duration"),
-    "shockwave_nan_arrival": (GOOD_SHOCKWAVE, _bad_line(GOOD_SHOCKWAVE, arrival_time="NaN"),
-                              "arrival_time"),
+    "shockwave_nan_arrival": (
+        GOOD_SHOCKWAVE,
+        _bad_line(GOOD_SHOCKWAVE, arrival_time="NaN"),
+        "arrival_time",
+    ),
 }
 
 
@@ -291,11 +296,6 @@ def test_too_few_columns_names_line(tmp_path: Path) -> None:
     assert info.value.field is not None
 
 
-@pytest.mark.xfail(
-    reason="BUG shock/traces/columns.py read_rows: a short line's error names the last column "
-    "present (here 'SLO') instead of the first missing one ('arrival_time')",
-    strict=True,
-)
 def test_too_few_columns_names_missing_field(tmp_path: Path) -> None:
     path = tmp_path / "trace.trace"
     short = GOOD_GAVEL.rsplit("\t", 1)[0]
@@ -350,11 +350,6 @@ def test_non_utf8_raises_input_error(bad_line: int, tmp_path: Path) -> None:
     assert "UTF-8" in str(info.value)
 
 
-@pytest.mark.xfail(
-    reason="BUG shock/traces/columns.py read_rows / shock/core/trace.py _first_line: a "
-    "non-UTF-8 byte is reported without the line it is on",
-    strict=True,
-)
 def test_non_utf8_names_line(tmp_path: Path) -> None:
     path = tmp_path / "trace.trace"
     bad = GOOD_GAVEL.replace("main", "m\xe9in").encode("latin-1")
@@ -408,9 +403,7 @@ def _error_line(stderr: str) -> str:
     ids=["trace_info", "run"],
 )
 def test_cli_reports_bad_trace_without_traceback(command: list[str], tmp_path: Path) -> None:
-    (tmp_path / "bad.trace").write_text(
-        f"{GOOD_GAVEL}\n{_bad_line(GOOD_GAVEL, total_steps='x')}\n"
-    )
+    (tmp_path / "bad.trace").write_text(f"{GOOD_GAVEL}\n{_bad_line(GOOD_GAVEL, total_steps='x')}\n")
     result = _shock(*command, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr + result.stdout
@@ -450,11 +443,6 @@ def test_cli_trace_info_summarises_bundled_trace(name: str, fmt: str, jobs: int)
     assert str(jobs) in jobs_row.split()
 
 
-@pytest.mark.xfail(
-    reason="BUG shock/cli/app.py main: the error console wraps at 80 columns when stderr is "
-    "not a terminal, splitting a long 'path:line' over two lines",
-    strict=True,
-)
 def test_cli_error_line_not_wrapped_for_long_paths(tmp_path: Path) -> None:
     directory = tmp_path / ("d" * 70)
     directory.mkdir()

@@ -26,8 +26,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(trace_app, name="trace")
-console = Console(emoji=False)
-errors = Console(stderr=True, emoji=False)
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console per command, so the terminal width (or COLUMNS) is read when it prints."""
+    return Console(stderr=stderr, emoji=False)
+
 
 
 @app.command("run")
@@ -99,6 +103,7 @@ def run_command(
         time_limit_s=time_limit,
     )
     registry = default_registry()
+    console = make_console()
     observer = None
     if not quiet and console.is_terminal:
         observer = ProgressObserver(console)
@@ -118,18 +123,20 @@ def run_command(
 @app.command("plugins")
 def plugins_command() -> None:
     """List every installed plugin: kind, name, providing package, description."""
-    console.print(plugins_table(default_registry()))
+    make_console().print(plugins_table(default_registry()))
 
 
 @app.command("version")
 def version_command() -> None:
     """Print shock's version."""
-    console.print(__version__)
+    make_console().print(__version__)
 
 
 def main() -> None:
     try:
         app()
     except ShockError as exc:
-        errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        make_console(stderr=True).print(
+            f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True
+        )
         sys.exit(2)

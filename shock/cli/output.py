@@ -93,9 +93,9 @@ def print_run_header(console: Console, result: RunResult) -> None:
 
 def plugins_table(registry: PluginRegistry) -> Table:
     table = Table(title="installed shock plugins")
-    table.add_column("kind", style="bold")
-    table.add_column("name", style="cyan")
-    table.add_column("package")
+    table.add_column("kind", style="bold", no_wrap=True)
+    table.add_column("name", style="cyan", no_wrap=True)
+    table.add_column("package", no_wrap=True)
     table.add_column("description")
     for plugin in registry.listing():
         table.add_row(plugin.kind, plugin.name, plugin.provider, plugin.description)

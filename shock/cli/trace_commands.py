@@ -16,7 +16,6 @@ from shock.core.trace import read_trace, write_trace
 from shock.traces.generator import WorkloadConfig, generate_jobs
 
 trace_app = typer.Typer(help="Generate and inspect traces.", no_args_is_help=True)
-console = Console(emoji=False)
 
 
 @trace_app.command("generate")
@@ -55,7 +54,7 @@ def generate_command(
     )
     generated = generate_jobs(config, table)
     write_trace(generated, output, default_registry(), format_name)
-    console.print(f"wrote {len(generated)} jobs to {output}")
+    Console(emoji=False).print(f"wrote {len(generated)} jobs to {output}")
 
 
 @trace_app.command("info")
@@ -78,7 +77,7 @@ def info_command(path: Annotated[Path, typer.Argument(help="Trace file.")]) -> N
         table.add_row("priority weights", _counts(Counter(j.priority_weight for j in jobs)))
         table.add_row("modes", _counts(Counter(j.mode for j in jobs)))
         table.add_row("model families", _counts(Counter(j.model_family for j in jobs)))
-    console.print(table)
+    Console(emoji=False).print(table)
 
 
 def _counts(counter: Counter[object]) -> str:

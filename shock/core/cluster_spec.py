@@ -19,6 +19,12 @@ def parse_cluster(text: str, gpus_per_server: int | dict[str, int] = 1) -> Clust
         per_server = dict.fromkeys(counts, gpus_per_server)
     else:
         per_server = {w: gpus_per_server.get(w, 1) for w in counts}
+    for worker_type, size in per_server.items():
+        if size < 1:
+            raise InputError(
+                f"GPUs per server for {worker_type} must be >= 1, got {size}",
+                field="--gpus-per-server",
+            )
     return Cluster(gpus_per_type=counts, gpus_per_server=per_server)
 
 

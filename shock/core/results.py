@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ class RunResult:
             "trace": self.trace,
             "cluster": self.cluster,
             "preset": self.preset,
-            "metrics": asdict(self.metrics),
+            "metrics": {k: _finite_or_none(v) for k, v in asdict(self.metrics).items()},
             "unfinished_jobs": self.unfinished_jobs,
             "jobs": [
                 {
@@ -43,7 +44,7 @@ class RunResult:
                     "arrival_s": record.arrival_s,
                     "completion_s": record.completion_s,
                     "jct_s": record.jct_s,
-                    "ftf_rho": float(rho),
+                    "ftf_rho": _finite_or_none(float(rho)),
                 }
                 for record, rho in zip(self.records, self.rhos, strict=True)
             ],
@@ -54,5 +55,12 @@ class RunResult:
         path.parent.mkdir(parents=True, exist_ok=True)
         # Write then rename, so an interrupted run never leaves half a document.
         temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(json.dumps(self.to_document(), indent=2) + "\n")
+        temporary.write_text(json.dumps(self.to_document(), indent=2, allow_nan=False) + "\n")
         temporary.replace(path)
+
+
+def _finite_or_none(value: object) -> object:
+    """JSON has no infinity: a non-finite number (a job with no isolated time) becomes null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

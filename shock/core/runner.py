@@ -72,7 +72,10 @@ def build_request(
         trace_path = options.trace or bundled_trace_path()
         trace = read_trace(trace_path, registry)
     table = load_throughputs(options.throughputs) if options.throughputs else default_throughputs()
-    cluster = parse_cluster(options.cluster, options.gpus_per_server or preset.gpus_per_server)
+    gpus_per_server = (
+        preset.gpus_per_server if options.gpus_per_server is None else options.gpus_per_server
+    )
+    cluster = parse_cluster(options.cluster, gpus_per_server)
     unknown = [w for w in cluster.worker_types if w not in table.worker_types]
     if unknown:
         raise InputError(
@@ -95,11 +98,16 @@ def build_request(
     )
     if mechanism.round_length_s <= 0:
         raise InputError("round length must be > 0", field="--round-length")
+    if mechanism.min_allocation_interval_s < 0:
+        raise InputError("must be >= 0", field="--min-allocation-interval")
+    overhead = pick(options.preemption_overhead_s, preset.preemption_overhead_s)
+    if overhead < 0:
+        raise InputError("must be >= 0", field="--preemption-overhead")
     config = RunConfig(
         mechanism=mechanism,
         preset=preset.name,
         window=options.window,
-        preemption_overhead_s=pick(options.preemption_overhead_s, preset.preemption_overhead_s),
+        preemption_overhead_s=overhead,
         seed=options.seed,
     )
     return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)

@@ -61,34 +61,37 @@ class SolverSpec:
                 f"solver '{self.name}' cannot solve {problem_class.value} problems "
                 f"(policy '{policy}'); it takes {accepted}"
             )
-        module = _REQUIRED_MODULE.get(self.name)
-        if module is not None and importlib.util.find_spec(module) is None:
-            raise SolverError(
-                f"solver '{self.name}' needs the Python package '{module}' "
-                f"(pip install 'shock[{self.name}]')"
-            )
+        if not is_installed(self.name):
+            raise SolverError(f"solver '{self.name}' is not installed: {_INSTALL_HINT[self.name]}")
 
     @property
     def uses_fast_path(self) -> bool:
         return self.fast_path and self.name == "highs"
 
 
-def available_solvers() -> list[str]:
-    """Solvers whose Python interface (or executable, for cbc/glpk) is present."""
+_INSTALL_HINT = {
+    "highs": "pip install highspy",
+    "gurobi": "pip install 'shock[gurobi]' (and a Gurobi licence for large models)",
+    "scip": "pip install 'shock[scip]'",
+    "ipopt": "pip install cyipopt (Pyomo's cyipopt interface)",
+    "cbc": "install the cbc executable (apt-get install coinor-cbc)",
+    "glpk": "install the glpsol executable (apt-get install glpk-utils)",
+}
+_EXECUTABLE = {"cbc": "cbc", "glpk": "glpsol"}
+
+
+def is_installed(name: str) -> bool:
+    """Whether a solver's Python interface (or, for cbc/glpk, its executable) is present."""
     import shutil
 
-    found = []
-    for name in SOLVER_CLASSES:
-        module = _REQUIRED_MODULE.get(name)
-        if module is not None:
-            if importlib.util.find_spec(module) is not None:
-                found.append(name)
-        elif name == "ipopt":
-            if importlib.util.find_spec("cyipopt") is not None:
-                found.append(name)
-        elif shutil.which(name) is not None:
-            found.append(name)
-    return found
+    if name in _EXECUTABLE:
+        return shutil.which(_EXECUTABLE[name]) is not None
+    module = _REQUIRED_MODULE.get(name, "cyipopt" if name == "ipopt" else None)
+    return module is not None and importlib.util.find_spec(module) is not None
+
+
+def available_solvers() -> list[str]:
+    return [name for name in SOLVER_CLASSES if is_installed(name)]
 
 
 def solve_pyomo(model: Any, spec: SolverSpec) -> None:
@@ -109,7 +112,7 @@ def solve_pyomo(model: Any, spec: SolverSpec) -> None:
         # An interior solution of a degenerate LP (the centre of the optimal face) is what
         # cvxpy/ECOS return in Gavel; simplex would pick an arbitrary vertex instead.
         options.setdefault("solver", "ipm")
-        options.setdefault("run_crossover", "off")
+        options.setdefault("run_crossover", "choose")
         options.setdefault("presolve", "off")
     for key, value in options.items():
         solver.options[key] = value
@@ -182,7 +185,7 @@ def _highs_for(spec: SolverSpec) -> Any:
         highs.setOptionValue("output_flag", False)
         # The centre of the optimal face, like Gavel's cvxpy/ECOS, not an arbitrary vertex.
         highs.setOptionValue("solver", "ipm")
-        highs.setOptionValue("run_crossover", "off")
+        highs.setOptionValue("run_crossover", "choose")
         # Presolve costs more than it saves on these small LPs (same solution without it).
         highs.setOptionValue("presolve", "off")
         if spec.time_limit_s is not None:
@@ -194,7 +197,8 @@ def _highs_for(spec: SolverSpec) -> Any:
 
 
 def solve_matrix_lp(lp: MatrixLP, spec: SolverSpec) -> np.ndarray:
-    """Solve an LP with HiGHS' interior-point method (no crossover) and return x."""
+    """Solve an LP with HiGHS' interior-point method and return x (crossover runs only when
+    the interior point is imprecise, so the solution stays inside the optimal face)."""
     import highspy
 
     highs = _highs_for(spec)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -60,14 +61,16 @@ def parse_job_key(text: str) -> JobKey:
         not isinstance(value, tuple)
         or len(value) != 2
         or not isinstance(value[0], str)
-        or not isinstance(value[1], int)
+        or type(value[1]) is not int
+        or value[1] < 1
     ):
-        raise ValueError(f"not a (job type, scale factor) key: {text!r}")
+        raise ValueError(f"not a (job type, scale factor) key: {text!r} (scale factor: an integer >= 1)")
     return (value[0], value[1])
 
 
 def format_job_key(key: JobKey) -> str:
-    return f"('{key[0]}', {key[1]})"
+    # Python's tuple repr, as Gavel writes keys; it quotes names with quotes correctly.
+    return str((key[0], key[1]))
 
 
 def load_throughputs(path: str | Path) -> ThroughputTable:
@@ -76,6 +79,8 @@ def load_throughputs(path: str | Path) -> ThroughputTable:
         text = path.read_text()
     except OSError as exc:
         raise InputError(f"cannot read throughput file ({exc.strerror})", path=path) from exc
+    except UnicodeDecodeError:
+        raise InputError("throughput file is not UTF-8 text", path=path) from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -136,6 +141,8 @@ def throughputs_to_dict(table: ThroughputTable) -> dict[str, dict[str, dict[str,
 def _number(value: object, source: str, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(f"expected a number, got {value!r}", path=source, field=where)
+    if not math.isfinite(value):
+        raise InputError(f"expected a finite number, got {value!r}", path=source, field=where)
     if value < 0:
         raise InputError(f"throughput must be >= 0, got {value}", path=source, field=where)
     return float(value)

@@ -62,12 +62,14 @@ def write_trace(
 
 def _first_line(path: Path) -> str:
     try:
-        with path.open() as handle:
-            for line in handle:
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise InputError("line is not UTF-8 text", path=path, line=number) from None
                 if line.strip():
-                    return line.rstrip("\n")
+                    return line.rstrip("\n").rstrip("\r")
     except OSError as exc:
         raise InputError(f"cannot read trace ({exc.strerror})", path=path) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError("trace is not UTF-8 text", path=path) from exc
     raise InputError("trace has no jobs", path=path)

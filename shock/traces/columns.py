@@ -69,28 +69,28 @@ class Row:
 def read_rows(path: Path, columns: tuple[str, ...]) -> Iterator[Row]:
     """Yield each non-blank line as a Row; a wrong column count is an error naming the line."""
     try:
-        handle = path.open()
+        handle = path.open("rb")
     except OSError as exc:
         raise InputError(f"cannot read trace ({exc.strerror})", path=path) from exc
     with handle:
-        try:
-            for number, line in enumerate(handle, start=1):
-                stripped = line.rstrip("\n").rstrip("\r")
-                if not stripped.strip():
-                    continue
-                parts = stripped.split("\t")
-                if len(parts) != len(columns):
-                    raise InputError(
-                        f"expected {len(columns)} tab-separated columns, found {len(parts)}",
-                        path=path,
-                        line=number,
-                        field=columns[min(len(parts), len(columns)) - 1]
-                        if len(parts) < len(columns)
-                        else None,
-                    )
-                yield Row(path, number, dict(zip(columns, parts, strict=True)))
-        except UnicodeDecodeError as exc:
-            raise InputError("trace is not UTF-8 text", path=path) from exc
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError("line is not UTF-8 text", path=path, line=number) from None
+            stripped = line.rstrip("\n").rstrip("\r")
+            if not stripped.strip():
+                continue
+            parts = stripped.split("\t")
+            if len(parts) != len(columns):
+                missing = columns[len(parts)] if len(parts) < len(columns) else None
+                raise InputError(
+                    f"expected {len(columns)} tab-separated columns, found {len(parts)}",
+                    path=path,
+                    line=number,
+                    field=missing,
+                )
+            yield Row(path, number, dict(zip(columns, parts, strict=True)))
 
 
 def format_number(value: float) -> str:
@@ -99,7 +99,11 @@ def format_number(value: float) -> str:
 
 
 def format_slo(slo: float | None) -> str:
-    return "-1.000000" if slo is None else f"{slo:f}"
+    """Gavel writes SLOs with six decimals; keep that unless it would lose the value."""
+    if slo is None:
+        return "-1.000000"
+    fixed = f"{slo:f}"
+    return fixed if float(fixed) == slo else repr(slo)
 
 
 def parse_slo(row: Row, column: str) -> float | None:
@@ -112,4 +116,7 @@ def parse_slo(row: Row, column: str) -> float | None:
 
 
 def write_lines(path: Path, lines: list[str]) -> None:
-    path.write_text("".join(line + "\n" for line in lines))
+    try:
+        path.write_text("".join(line + "\n" for line in lines))
+    except OSError as exc:
+        raise InputError(f"cannot write trace ({exc.strerror})", path=path) from exc

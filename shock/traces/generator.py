@@ -94,6 +94,7 @@ def generate_jobs(config: WorkloadConfig, table: ThroughputTable) -> list[JobSpe
                 working_directory=template.working_directory,
                 num_steps_arg=template.num_steps_arg,
                 needs_data_dir=template.needs_data_dir,
+                duration=run_time,
             )
         )
         if mean_gap > 0:
