@@ -93,8 +93,14 @@ def example_installed() -> None:
         if _distribution_installed():
             return
         command = [
-            sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-            "-e", str(EXAMPLE_DIR),
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "-e",
+            str(EXAMPLE_DIR),
         ]
         isolated = not _builds_editable_without_isolation()
         if isolated:
@@ -120,7 +126,11 @@ def _shock(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[s
     env.pop("FORCE_COLOR", None)
     return subprocess.run(
         [sys.executable, "-m", "shock", *args],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
     )
 
 

@@ -33,7 +33,6 @@ def make_console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, emoji=False)
 
 
-
 @app.command("run")
 def run_command(
     policy: Annotated[

@@ -315,8 +315,8 @@ class Mechanism:
                 rate = job.rates[column]
                 if sensitive and len(gpus) > 1 and len({server_of[g] for g in gpus}) > 1:
                     rate = job.unconsolidated_rates[column]
-                kept = kept_gpus.get(job.job_id) == gpus
-                assignments.append(Assignment(job, column, worker_type, gpus, rate, kept))
+                stayed = kept_gpus.get(job.job_id) == gpus
+                assignments.append(Assignment(job, column, worker_type, gpus, rate, stayed))
         return assignments
 
     def _count_leases(self, assignments: list[Assignment]) -> None:

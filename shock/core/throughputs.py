@@ -64,7 +64,9 @@ def parse_job_key(text: str) -> JobKey:
         or type(value[1]) is not int
         or value[1] < 1
     ):
-        raise ValueError(f"not a (job type, scale factor) key: {text!r} (scale factor: an integer >= 1)")
+        raise ValueError(
+            f"not a (job type, scale factor) key: {text!r} (scale factor: an integer >= 1)"
+        )
     return (value[0], value[1])
 
 
