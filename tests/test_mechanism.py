@@ -6,6 +6,7 @@ what it ran, then move the clock on by one round.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 import numpy as np
@@ -273,42 +274,74 @@ SIX_TYPES = (
 )
 
 
-def test_time_shares_converge_to_the_allocation_single_gpu_jobs() -> None:
-    mechanism = make_mechanism("v100=1,p100=1,k80=1", "max_min_fairness_perf")
+def gang_case(selection: str) -> Mechanism:
+    mechanism = make_mechanism(
+        "v100=2,p100=2,k80=2",
+        "max_min_fairness_perf",
+        config=MechanismConfig(round_length_s=ROUND, selection=selection),
+    )
+    for job_id, job_type in enumerate((*SIX_TYPES, "ResNet-50 (batch size 16)")):
+        mechanism.admit(JobSpec(job_id, job_type, HUGE))
+    mechanism.admit(JobSpec(7, "ResNet-18 (batch size 16)", HUGE, scale_factor=2))
+    return mechanism
+
+
+@pytest.mark.parametrize("selection", ["deficit", "gavel"])
+def test_time_shares_converge_to_the_allocation_single_gpu_jobs(selection: str) -> None:
+    mechanism = make_mechanism(
+        "v100=1,p100=1,k80=1",
+        "max_min_fairness_perf",
+        config=MechanismConfig(round_length_s=ROUND, selection=selection),
+    )
     for job_id, job_type in enumerate(SIX_TYPES):
         mechanism.admit(JobSpec(job_id, job_type, HUGE))
     error, _ = measured_shares(mechanism, 50)
-    # Measured: 0.0097 (HiGHS IPM allocation, 50 rounds of 360 s).
+    # Measured: 0.015 (deficit), 0.0097 (gavel); HiGHS IPM allocation, 50 rounds of 360 s.
     assert error <= 0.05
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Gavel's per-type greedy walk does not realise a fully packed allocation on 2-GPU "
-        "types: over 50 rounds the largest |time share - allocation| is 0.16 (job 5, "
-        "Recommendation bs1024, gets 0.84 of its 0.97 K80 share; job 0 is backfilled onto "
-        "K80 0.16 of the time with no K80 allocation), and stays ~0.165 at 200 rounds"
-    ),
-)
 def test_time_shares_converge_to_the_allocation_with_a_gang() -> None:
-    mechanism = make_mechanism("v100=2,p100=2,k80=2", "max_min_fairness_perf")
-    for job_id, job_type in enumerate((*SIX_TYPES, "ResNet-50 (batch size 16)")):
-        mechanism.admit(JobSpec(job_id, job_type, HUGE))
-    mechanism.admit(JobSpec(7, "ResNet-18 (batch size 16)", HUGE, scale_factor=2))
-    error, _ = measured_shares(mechanism, 50)
+    # shock's default rule (time owed, one queue): measured 0.04 at 50 rounds, 0.014 at 200.
+    error, _ = measured_shares(gang_case("deficit"), 50)
     assert error <= 0.05
+    error, _ = measured_shares(gang_case("deficit"), 200)
+    assert error <= 0.02
 
 
-def test_gang_case_still_runs_every_job_and_respects_capacity() -> None:
-    # The part of the gang case that does hold: every job gets time, the gang always whole.
-    mechanism = make_mechanism("v100=2,p100=2,k80=2", "max_min_fairness_perf")
-    for job_id, job_type in enumerate((*SIX_TYPES, "ResNet-50 (batch size 16)")):
-        mechanism.admit(JobSpec(job_id, job_type, HUGE))
-    mechanism.admit(JobSpec(7, "ResNet-18 (batch size 16)", HUGE, scale_factor=2))
-    error, shares = measured_shares(mechanism, 50)
+def test_gavel_rule_leaves_a_gap_on_a_packed_gang_allocation() -> None:
+    # Gavel's per-type walk (V100, then P100, then K80) does not realise this fully packed
+    # allocation: 0.16 at 50 rounds and ~0.165 at 200 (Recommendation bs1024 gets 0.84 of its
+    # 0.97 K80 share; jobs without K80 share are backfilled there). `--preset gavel` keeps it
+    # for fidelity; this pins the size of the gap so it cannot quietly get worse.
+    error, shares = measured_shares(gang_case("gavel"), 50)
     assert all(share.sum() > 0 for share in shares.values())
-    assert error < 0.25  # documents the size of the gap above; see the xfail
+    assert 0.05 < error < 0.25
+
+
+def test_time_owed_rule_realises_random_allocations_closely() -> None:
+    # 8 single-GPU jobs (plus a 2-GPU gang in every other mix) of random types on 2 GPUs of
+    # each type. Measured over these 20 mixes: median 0.023, max 0.081 (deficit) against
+    # median 0.09, max 0.26 (gavel). Rounds are whole, so some mixes cannot get closer in 50.
+    errors = {}
+    for selection in ("deficit", "gavel"):
+        errors[selection] = []
+        for seed in range(20):
+            rng = random.Random(seed)
+            singles = [k for k in JOB_KEYS if k[1] == 1]
+            mechanism = make_mechanism(
+                "v100=2,p100=2,k80=2",
+                "max_min_fairness_perf",
+                config=MechanismConfig(round_length_s=ROUND, selection=selection),
+            )
+            for job_id in range(8):
+                mechanism.admit(JobSpec(job_id, rng.choice(singles)[0], HUGE))
+            if seed % 2:
+                gang_type = rng.choice([k for k in JOB_KEYS if k[1] == 2])[0]
+                mechanism.admit(JobSpec(8, gang_type, HUGE, scale_factor=2))
+            errors[selection].append(measured_shares(mechanism, 50)[0])
+    assert float(np.median(errors["deficit"])) <= 0.03
+    assert max(errors["deficit"]) <= 0.1
+    assert float(np.median(errors["deficit"])) < float(np.median(errors["gavel"]))
 
 
 # --------------------------------------------------------------------------- hold-back

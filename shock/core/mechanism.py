@@ -27,6 +27,7 @@ from shock.core.throughputs import ThroughputTable
 # Gavel's order of worker types before any shuffle.
 _GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
 _NO_FRACTION_PRIORITY = 1e9
+SELECTION_RULES = ("deficit", "gavel")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +39,14 @@ class MechanismConfig:
     hold_unallocated_jobs: bool = False
     # Use `<type>_unconsolidated` throughputs for gangs that straddle servers.
     placement_sensitive: bool = False
+    # "deficit": one queue of (job, type) pairs by time owed (allocation x elapsed - received),
+    # which realises allocations closely; "gavel": Gavel's per-type walk by priority.
+    selection: str = "deficit"
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.selection not in SELECTION_RULES:
+            raise ValueError(f"selection must be one of {', '.join(SELECTION_RULES)}")
 
 
 @dataclass(slots=True)
@@ -48,6 +56,7 @@ class JobState:
     spec: JobSpec
     job_id: int
     scale_factor: int
+    total_steps: int
     rates: list[float]  # isolated steps/s per worker-type column
     unconsolidated_rates: list[float]
     steps_done: float = 0.0
@@ -57,7 +66,7 @@ class JobState:
 
     @property
     def remaining(self) -> float:
-        return self.spec.total_steps - self.steps_done
+        return self.total_steps - self.steps_done
 
 
 class Assignment(NamedTuple):
@@ -156,6 +165,7 @@ class Mechanism:
             spec=job,
             job_id=job.job_id,
             scale_factor=job.scale_factor,
+            total_steps=job.total_steps,
             rates=rates,
             unconsolidated_rates=unconsolidated,
             time_so_far=[half_round] * n,
@@ -171,7 +181,7 @@ class Mechanism:
         job.steps_done += steps
         job.time_so_far[assignment.column] += exec_s
         self.worker_time[assignment.column] += exec_s
-        if job.remaining <= 0:
+        if job.steps_done >= job.total_steps:
             del self.active[job.job_id]
             self.need_allocation = True
             return True
@@ -242,13 +252,49 @@ class Mechanism:
         order = list(self._type_order)
         if not self.policy.heterogeneity_aware:
             self._shuffler.shuffle(order)
-        chosen = self._select(order)
+        if self.config.selection == "gavel":
+            chosen = self._select_by_priority(order)
+        else:
+            chosen = self._select_by_time_owed(order, now)
         assignments = self._place(order, chosen)
         self._count_leases(assignments)
         return assignments
 
-    def _select(self, order: list[int]) -> dict[int, list[JobState]]:
-        """Greedy walk over each worker type's jobs by (priority, deficit, allocation)."""
+    def _select_by_time_owed(self, order: list[int], now: float) -> dict[int, list[JobState]]:
+        """Greedy walk over all (job, type) pairs by the time each is owed since the last
+        reset (plus carried deficit); pairs with no allocation come last (backfill)."""
+        half_round = self.config.round_length_s / 2
+        elapsed = now - self.last_reset_s
+        entries = []
+        for job_id in sorted(self.active):
+            job = self.active[job_id]
+            allocation = job.allocation
+            for column in order:
+                if job.rates[column] <= 0:
+                    continue
+                share = allocation[column] if allocation is not None else 0.0
+                owed = (
+                    job.deficit[column] + share * elapsed - (job.time_so_far[column] - half_round)
+                )
+                entries.append((share > 0, owed, share, -job_id, column, job))
+        entries.sort(key=itemgetter(0, 1, 2, 3), reverse=True)
+        backfill = self.policy.backfill
+        left = {column: int(self.capacity[column]) for column in order}
+        chosen: dict[int, list[JobState]] = {column: [] for column in order}
+        selected: set[int] = set()
+        for allocated, _, _, _, column, job in entries:
+            if not allocated and not backfill:
+                break
+            size = job.scale_factor
+            if size > left[column] or job.job_id in selected:
+                continue
+            left[column] -= size
+            selected.add(job.job_id)
+            chosen[column].append(job)
+        return chosen
+
+    def _select_by_priority(self, order: list[int]) -> dict[int, list[JobState]]:
+        """Gavel's greedy walk over each worker type's jobs by (priority, deficit, allocation)."""
         backfill = self.policy.backfill
         jobs = [self.active[j] for j in sorted(self.active)]
         chosen: dict[int, list[JobState]] = {}
@@ -257,15 +303,17 @@ class Mechanism:
         for column in order:
             worker_time = self.worker_time[column]
             entries = []
+            append = entries.append
             for job in jobs:
                 allocation = job.allocation
                 share = allocation[column] if allocation is not None else 0.0
                 if share <= 0 or job.rates[column] <= 0:
-                    priority = 0.0
-                else:
-                    fraction = job.time_so_far[column] / worker_time if worker_time > 0 else 0.0
-                    priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
-                entries.append((priority, job.deficit[column], share, job))
+                    append((0.0, job.deficit[column], share, job))
+                    continue
+                # Gavel's arithmetic, in its order: allocation / (received / worker time).
+                fraction = job.time_so_far[column] / worker_time if worker_time > 0 else 0.0
+                priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
+                append((priority, job.deficit[column], share, job))
             entries.sort(key=by_key, reverse=True)
             left = int(self.capacity[column])
             picked: list[JobState] = []
@@ -294,29 +342,34 @@ class Mechanism:
         server_of = self.server_of_gpu
         extends_leases = getattr(self.placement, "extends_leases", False)
         for column in order:
-            runnable = [job for job in chosen[column] if job.allocation is not None or not hold]
+            runnable = chosen[column]
+            if hold:
+                runnable = [job for job in runnable if job.allocation is not None]
             if not runnable:
                 continue
-            requests = []
             kept_gpus: dict[UnitKey, tuple[int, ...]] = {}
             for job in runnable:
                 last = previous.get(job.job_id)
-                kept = last[1] if last is not None and last[0] == column else None
-                if kept is not None:
-                    kept_gpus[job.job_id] = kept
-                requests.append(PlacementRequest(job.job_id, job.scale_factor, kept))
+                if last is not None and last[0] == column:
+                    kept_gpus[job.job_id] = last[1]
+            get_kept = kept_gpus.get
             if extends_leases and len(kept_gpus) == len(runnable):
                 gpus_of = kept_gpus  # everyone stays where they were; placement would agree
             else:
+                requests = [
+                    PlacementRequest(job.job_id, job.scale_factor, kept_gpus.get(job.job_id))
+                    for job in runnable
+                ]
                 gpus_of = self.placement.place(self.servers_by_column[column], requests)
             worker_type = self.worker_types[column]
+            append = assignments.append
             for job in runnable:
-                gpus = gpus_of[job.job_id]
+                job_id = job.job_id
+                gpus = gpus_of[job_id]
                 rate = job.rates[column]
                 if sensitive and len(gpus) > 1 and len({server_of[g] for g in gpus}) > 1:
                     rate = job.unconsolidated_rates[column]
-                stayed = kept_gpus.get(job.job_id) == gpus
-                assignments.append(Assignment(job, column, worker_type, gpus, rate, stayed))
+                append(Assignment(job, column, worker_type, gpus, rate, get_kept(job_id) == gpus))
         return assignments
 
     def _count_leases(self, assignments: list[Assignment]) -> None:

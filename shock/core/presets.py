@@ -17,6 +17,7 @@ class Preset:
     placement: str
     placement_sensitive: bool
     gpus_per_server: int
+    selection: str
     preemption_overhead_s: float = 0.0
 
 
@@ -25,8 +26,8 @@ PRESETS = {
         name="default",
         description=(
             "shock's semantics: allocation recomputed whenever jobs arrive or leave, new jobs "
-            "run at once, gangs consolidated on 8-GPU servers with Gavel's unconsolidated "
-            "throughputs when they must straddle servers"
+            "run at once, jobs picked by time owed, gangs consolidated on 8-GPU servers with "
+            "Gavel's unconsolidated throughputs when they must straddle servers"
         ),
         round_length_s=360.0,
         min_allocation_interval_s=0.0,
@@ -34,6 +35,7 @@ PRESETS = {
         placement="consolidated",
         placement_sensitive=True,
         gpus_per_server=8,
+        selection="deficit",
     ),
     "gavel": Preset(
         name="gavel",
@@ -48,6 +50,7 @@ PRESETS = {
         placement="first_fit",
         placement_sensitive=False,
         gpus_per_server=1,
+        selection="gavel",
     ),
 }
 

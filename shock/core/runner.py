@@ -94,6 +94,7 @@ def build_request(
         ),
         hold_unallocated_jobs=preset.hold_unallocated_jobs,
         placement_sensitive=preset.placement_sensitive,
+        selection=preset.selection,
         seed=options.seed,
     )
     if mechanism.round_length_s <= 0:

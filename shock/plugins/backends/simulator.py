@@ -156,12 +156,15 @@ class Simulator:
             idle_rounds = 0
             for assignment in assignments:
                 rate = assignment.rate
-                lost = 0.0
-                resumed = assignment.job.steps_done > 0
-                if overhead > 0 and resumed and not assignment.kept_gpus:
+                state = assignment.job
+                remaining = state.total_steps - state.steps_done
+                if overhead > 0 and state.steps_done > 0 and not assignment.kept_gpus:
                     lost = min(overhead, round_length)
-                steps = min(max(int(rate * (round_length - lost)), 1), assignment.job.remaining)
-                running.append((assignment, steps, now + lost + steps / rate))
+                    steps = min(max(int(rate * (round_length - lost)), 1), remaining)
+                    running.append((assignment, steps, now + lost + steps / rate))
+                else:
+                    steps = min(max(int(rate * round_length), 1), remaining)
+                    running.append((assignment, steps, now + steps / rate))
             rounds += 1
             if hooks.round_started:
                 hooks.round_started(

@@ -47,8 +47,15 @@ class MaxMinFairness(Policy):
             return Allocation.empty(problem.worker_types)
         rates = normalised_rates(problem, self.heterogeneity_aware)
         if solver.uses_fast_path:
-            solution = solve_matrix_lp(self.matrix_lp(problem, rates), solver)
-            fractions = clean_fractions(solution[:-1].reshape(rates.shape))
+            # Identical jobs (same rates and gang size) have interchangeable rows: averaging any
+            # optimum over their permutations keeps it optimal, so one row per class, with the
+            # class size in the capacity rows, has the same optimum and a smaller LP.
+            classes, class_of_job, sizes = _job_classes(rates, problem.scale_factors)
+            gang_gpus = problem.scale_factors[classes] * sizes
+            lp = self.matrix_lp(rates[classes], gang_gpus, problem.capacity)
+            solution = solve_matrix_lp(lp, solver)
+            per_class = solution[:-1].reshape(len(classes), rates.shape[1])
+            fractions = clean_fractions(per_class[class_of_job])
             objective = float(solution[-1])
         else:
             model = self.pyomo_model(problem, rates)
@@ -68,21 +75,22 @@ class MaxMinFairness(Policy):
         return model
 
     @staticmethod
-    def matrix_lp(problem: PolicyInput, rates: np.ndarray) -> MatrixLP:
+    def matrix_lp(rates: np.ndarray, gang_gpus: np.ndarray, capacity: np.ndarray) -> MatrixLP:
         """The same LP: columns x[j, w] (row-major) then the floor t; minimise -t.
 
         Rows 0..m-1: t - sum_w rates[j, w] x[j, w] <= 0; rows m..2m-1: sum_w x[j, w] <= 1;
-        rows 2m..2m+n-1: sum_j sf_j x[j, w] <= capacity_w.
+        rows 2m..2m+n-1: sum_j gang_gpus_j x[j, w] <= capacity_w (gang_gpus_j: the job's
+        scale factor, times the number of jobs a row stands for).
         """
         m, n = rates.shape
         shape = _lp_shape(m, n)
         x_value = np.empty((m * n, 3))
         x_value[:, 0] = -rates.ravel()
         x_value[:, 1] = 1.0
-        x_value[:, 2] = np.repeat(problem.scale_factors, n)
+        x_value[:, 2] = np.repeat(gang_gpus, n)
         value = np.concatenate([x_value.ravel(), np.ones(m)])
         row_upper = shape.row_upper.copy()
-        row_upper[2 * m :] = problem.capacity
+        row_upper[2 * m :] = capacity
         return MatrixLP(
             cost=shape.cost,
             col_lower=shape.col_lower,
@@ -93,6 +101,26 @@ class MaxMinFairness(Policy):
             a_index=shape.a_index,
             a_value=value,
         )
+
+
+def _job_classes(
+    rates: np.ndarray, scale_factors: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group identical jobs: (first row of each class, each job's class, class sizes), classes
+    in order of first appearance, so a problem without duplicates keeps its exact LP."""
+    class_by_key: dict[bytes, int] = {}
+    first: list[int] = []
+    class_of_job = np.empty(len(rates), dtype=np.intp)
+    keyed = np.column_stack([rates, scale_factors])
+    for row in range(len(keyed)):
+        key = keyed[row].tobytes()
+        index = class_by_key.get(key)
+        if index is None:
+            index = class_by_key[key] = len(first)
+            first.append(row)
+        class_of_job[row] = index
+    sizes = np.bincount(class_of_job, minlength=len(first)).astype(float)
+    return np.array(first, dtype=np.intp), class_of_job, sizes
 
 
 @cache
