@@ -302,7 +302,7 @@ class Mechanism:
         by_key = itemgetter(0, 1, 2)
         for column in order:
             worker_time = self.worker_time[column]
-            entries = []
+            entries: list[tuple[float, float, float, JobState]] = []
             append = entries.append
             for job in jobs:
                 allocation = job.allocation
