@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from shock_cli import run_shock as _shock
 from typer.testing import CliRunner
 
 from shock import __version__
@@ -17,18 +15,6 @@ from shock.cli.app import app
 from shock.core.errors import InputError
 from shock.core.hookspecs import hookimpl
 from shock.core.runner import RunOptions, build_request, parse_window
-
-
-def _shock(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    return subprocess.run(
-        [sys.executable, "-m", "shock", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def _flat(text: str) -> str:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import subprocess
-import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -14,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shock_cli import run_shock as _shock
 from typer.testing import CliRunner
 
 from shock.cli.app import app
@@ -377,18 +375,6 @@ def test_integral_float_total_steps_accepted(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- CLI
-
-
-def _shock(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    return subprocess.run(
-        [sys.executable, "-m", "shock", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def _error_line(stderr: str) -> str:
