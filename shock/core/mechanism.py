@@ -236,6 +236,7 @@ class Mechanism:
                     arrival_time=j.spec.arrival_time,
                     total_steps=j.spec.total_steps,
                     steps_done=j.steps_done,
+                    slo=j.spec.slo,
                 )
                 for j in jobs
             ),

@@ -35,6 +35,8 @@ class PolicyJob:
     arrival_time: float
     total_steps: int
     steps_done: float
+    # The trace's SLO column: the job should finish within slo x its isolated run time.
+    slo: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,8 @@ class PolicyInput:
     capacity: np.ndarray
     throughputs: np.ndarray
     table: ThroughputTable | None = None
+    # Price of one GPU-hour of each worker type (cost-aware policies); None when not given.
+    prices: np.ndarray | None = None
 
     @property
     def scale_factors(self) -> np.ndarray:
@@ -59,6 +63,14 @@ class PolicyInput:
     @property
     def priority_weights(self) -> np.ndarray:
         return np.fromiter((j.priority_weight for j in self.jobs), float, len(self.jobs))
+
+    @property
+    def steps_remaining(self) -> np.ndarray:
+        return np.fromiter((j.total_steps - j.steps_done for j in self.jobs), float, len(self.jobs))
+
+    @property
+    def times_since_arrival(self) -> np.ndarray:
+        return np.fromiter((self.now - j.arrival_time for j in self.jobs), float, len(self.jobs))
 
 
 @dataclass(frozen=True, slots=True)
