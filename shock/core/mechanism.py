@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import NamedTuple
@@ -51,7 +52,7 @@ class MechanismConfig:
 
 @dataclass(slots=True)
 class JobState:
-    """Mutable per-job state of the mechanism."""
+    """Mutable per-job state of the mechanism; a job is also the unit that runs it alone."""
 
     spec: JobSpec
     job_id: int
@@ -63,21 +64,58 @@ class JobState:
     time_so_far: list[float] = field(default_factory=list)
     deficit: list[float] = field(default_factory=list)
     allocation: list[float] | None = None
+    key: UnitKey = -1
+    member_ids: tuple[int, ...] = ()
+    members: tuple[JobState, ...] = ()
 
     @property
     def remaining(self) -> float:
         return self.total_steps - self.steps_done
 
+    def member_rates(self, column: int) -> tuple[float, ...]:
+        return (self.rates[column],)
+
+
+@dataclass(slots=True)
+class PairState:
+    """Two jobs sharing one gang of GPUs (space sharing), with its own time counters as in
+    Gavel; each member progresses at its co-located throughput from the table."""
+
+    key: tuple[int, int]
+    members: tuple[JobState, JobState]
+    scale_factor: int
+    pair_rates: list[tuple[float, float]]  # per column: (first member's, second's) steps/s
+    rates: list[float]  # per column: > 0 where both members progress (runnability)
+    time_so_far: list[float]
+    deficit: list[float]
+    allocation: list[float] | None = None
+    member_ids: tuple[int, ...] = ()
+
+    def member_rates(self, column: int) -> tuple[float, ...]:
+        return self.pair_rates[column]
+
+
+Unit = JobState | PairState
+
 
 class Assignment(NamedTuple):
-    """One job's place in a round (a named tuple: built for every job in every round)."""
+    """One unit's place in a round (a named tuple: built for every unit in every round)."""
 
-    job: JobState
+    unit: Unit
     column: int
     worker_type: str
     gpus: tuple[int, ...]
-    rate: float  # steps/s it runs at here
+    rates: tuple[float, ...]  # steps/s of each member here
     kept_gpus: bool  # ran on exactly these GPUs last round (no checkpoint-restore needed)
+
+    @property
+    def job(self) -> JobState:
+        """The (first) job of the unit."""
+        return self.unit.members[0]
+
+    @property
+    def rate(self) -> float:
+        return self.rates[0]
 
 
 @dataclass(slots=True)
@@ -121,11 +159,12 @@ class Mechanism:
         self._type_order = [self.worker_types.index(w) for w in order]
         self._shuffler = random.Random(config.seed + 5)
         self.active: dict[int, JobState] = {}
+        self.pairs: dict[tuple[int, int], PairState] = {}
         self.worker_time = [0.0] * len(self.worker_types)
         self.need_allocation = True
         self.last_reset_s = 0.0
         self.allocation: Allocation = Allocation.empty(self.worker_types)
-        self.previous_round: dict[int, tuple[int, tuple[int, ...]]] = {}
+        self.previous_round: dict[UnitKey, tuple[int, tuple[int, ...]]] = {}
         self.stats = MechanismStats()
 
     # Jobs entering and leaving.
@@ -170,22 +209,38 @@ class Mechanism:
             unconsolidated_rates=unconsolidated,
             time_so_far=[half_round] * n,
             deficit=[0.0] * n,
+            key=job.job_id,
+            member_ids=(job.job_id,),
         )
+        state.members = (state,)
         self.active[job.job_id] = state
         self.need_allocation = True
         return state
 
-    def credit(self, assignment: Assignment, steps: float, exec_s: float) -> bool:
-        """Record what a unit did in its round; True when the job has finished."""
-        job = assignment.job
-        job.steps_done += steps
-        job.time_so_far[assignment.column] += exec_s
+    def credit(
+        self, assignment: Assignment, steps: float | Sequence[float], exec_s: float
+    ) -> list[JobState]:
+        """Record what a unit did in its round (steps per member); return the jobs that
+        finished. The unit's time counts once, on the unit (a pair's members' own counters
+        do not move, as in Gavel)."""
+        unit = assignment.unit
+        unit.time_so_far[assignment.column] += exec_s
         self.worker_time[assignment.column] += exec_s
-        if job.steps_done >= job.total_steps:
-            del self.active[job.job_id]
-            self.need_allocation = True
-            return True
-        return False
+        per_member = (steps,) if isinstance(steps, int | float) else steps
+        finished = []
+        for job, done in zip(unit.members, per_member, strict=True):
+            job.steps_done += done
+            if job.steps_done >= job.total_steps:
+                finished.append(job)
+                self._remove(job)
+        return finished
+
+    def _remove(self, job: JobState) -> None:
+        del self.active[job.job_id]
+        if self.pairs:
+            for key in [k for k in self.pairs if job.job_id in k]:
+                del self.pairs[key]
+        self.need_allocation = True
 
     # Allocation.
 
@@ -208,15 +263,59 @@ class Mechanism:
         for job in self.active.values():
             row = rows.get(job.job_id)
             job.allocation = None if row is None else self.allocation.fractions[row].tolist()
+        for pair in self.pairs.values():
+            pair.allocation = None
+        for key, row in rows.items():
+            if isinstance(key, tuple):
+                existing = self.pairs.get(key) or self._new_pair(key)
+                if existing is not None:
+                    existing.allocation = self.allocation.fractions[row].tolist()
         self.need_allocation = False
         return True
+
+    def _new_pair(self, key: tuple[int, int]) -> PairState | None:
+        """Pair state for an allocated pair; None if a member left or the table has no
+        co-located throughput for it."""
+        first, second = (self.active.get(job_id) for job_id in key)
+        if first is None or second is None or first.scale_factor != second.scale_factor:
+            return None
+        size = first.scale_factor
+        pair_rates = [
+            self.table.pair_throughput(
+                (first.spec.job_type, size), (second.spec.job_type, size), worker_type
+            )
+            for worker_type in self.worker_types
+        ]
+        n = len(self.worker_types)
+        pair = PairState(
+            key=key,
+            members=(first, second),
+            scale_factor=size,
+            pair_rates=pair_rates,
+            rates=[min(a, b) for a, b in pair_rates],
+            # Gavel gives a new pair no half-round credit: it is urgent until it has run.
+            time_so_far=[0.0] * n,
+            deficit=[0.0] * n,
+            member_ids=key,
+        )
+        self.pairs[key] = pair
+        return pair
+
+    def _units(self) -> list[Unit]:
+        singles: list[Unit] = [self.active[j] for j in sorted(self.active)]
+        if not self.pairs:
+            return singles
+        paired = [self.pairs[k] for k in sorted(self.pairs) if self.pairs[k].allocation]
+        return singles + paired
 
     def _reset_time_so_far(self, now: float) -> None:
         elapsed = now - self.last_reset_s
         half_round = self.config.round_length_s / 2
+        tracked = len(self.active) + len(self.pairs)
         for column in range(len(self.worker_types)):
-            self.worker_time[column] = half_round * len(self.active)
-        for job in self.active.values():
+            self.worker_time[column] = half_round * tracked
+        units: list[Unit] = [*self.active.values(), *self.pairs.values()]
+        for job in units:
             for column in range(len(self.worker_types)):
                 should = job.allocation[column] * elapsed if job.allocation else 0.0
                 job.deficit[column] += should - (job.time_so_far[column] - half_round)
@@ -261,81 +360,79 @@ class Mechanism:
         self._count_leases(assignments)
         return assignments
 
-    def _select_by_time_owed(self, order: list[int], now: float) -> dict[int, list[JobState]]:
-        """Greedy walk over all (job, type) pairs by the time each is owed since the last
+    def _select_by_time_owed(self, order: list[int], now: float) -> dict[int, list[Unit]]:
+        """Greedy walk over all (unit, type) pairs by the time each is owed since the last
         reset (plus carried deficit); pairs with no allocation come last (backfill)."""
         half_round = self.config.round_length_s / 2
         elapsed = now - self.last_reset_s
         entries = []
-        for job_id in sorted(self.active):
-            job = self.active[job_id]
-            allocation = job.allocation
+        for position, unit in enumerate(self._units()):
+            allocation = unit.allocation
             for column in order:
-                if job.rates[column] <= 0:
+                if unit.rates[column] <= 0:
                     continue
                 share = allocation[column] if allocation is not None else 0.0
-                owed = (
-                    job.deficit[column] + share * elapsed - (job.time_so_far[column] - half_round)
-                )
-                entries.append((share > 0, owed, share, -job_id, column, job))
+                received = unit.time_so_far[column] - half_round
+                owed = unit.deficit[column] + share * elapsed - received
+                entries.append((share > 0, owed, share, -position, column, unit))
         entries.sort(key=itemgetter(0, 1, 2, 3), reverse=True)
         backfill = self.policy.backfill
         left = {column: int(self.capacity[column]) for column in order}
-        chosen: dict[int, list[JobState]] = {column: [] for column in order}
+        chosen: dict[int, list[Unit]] = {column: [] for column in order}
         selected: set[int] = set()
-        for allocated, _, _, _, column, job in entries:
+        for allocated, _, _, _, column, unit in entries:
             if not allocated and not backfill:
                 break
-            size = job.scale_factor
-            if size > left[column] or job.job_id in selected:
+            if unit.scale_factor > left[column] or not selected.isdisjoint(unit.member_ids):
                 continue
-            left[column] -= size
-            selected.add(job.job_id)
-            chosen[column].append(job)
+            left[column] -= unit.scale_factor
+            selected.update(unit.member_ids)
+            chosen[column].append(unit)
         return chosen
 
-    def _select_by_priority(self, order: list[int]) -> dict[int, list[JobState]]:
-        """Gavel's greedy walk over each worker type's jobs by (priority, deficit, allocation)."""
+    def _select_by_priority(self, order: list[int]) -> dict[int, list[Unit]]:
+        """Gavel's greedy walk over each worker type's units by (priority, deficit,
+        allocation), ties in arrival order (singles, then pairs)."""
         backfill = self.policy.backfill
-        jobs = [self.active[j] for j in sorted(self.active)]
-        chosen: dict[int, list[JobState]] = {}
+        units = self._units()
+        chosen: dict[int, list[Unit]] = {}
         selected: set[int] = set()
         by_key = itemgetter(0, 1, 2)
         for column in order:
             worker_time = self.worker_time[column]
-            entries: list[tuple[float, float, float, JobState]] = []
+            entries: list[tuple[float, float, float, Unit]] = []
             append = entries.append
-            for job in jobs:
-                allocation = job.allocation
+            for unit in units:
+                allocation = unit.allocation
                 share = allocation[column] if allocation is not None else 0.0
-                if share <= 0 or job.rates[column] <= 0:
-                    append((0.0, job.deficit[column], share, job))
+                if share <= 0 or unit.rates[column] <= 0:
+                    append((0.0, unit.deficit[column], share, unit))
                     continue
                 # Gavel's arithmetic, in its order: allocation / (received / worker time).
-                fraction = job.time_so_far[column] / worker_time if worker_time > 0 else 0.0
+                fraction = unit.time_so_far[column] / worker_time if worker_time > 0 else 0.0
                 priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
-                append((priority, job.deficit[column], share, job))
+                append((priority, unit.deficit[column], share, unit))
             entries.sort(key=by_key, reverse=True)
             left = int(self.capacity[column])
-            picked: list[JobState] = []
-            for priority, _, _, job in entries:
+            picked: list[Unit] = []
+            for priority, _, _, unit in entries:
                 if left == 0:
                     break
-                size = job.scale_factor
+                size = unit.scale_factor
                 if (
                     size > left
-                    or job.job_id in selected
-                    or job.rates[column] <= 0
+                    or not selected.isdisjoint(unit.member_ids)
+                    or unit.rates[column] <= 0
                     or (not backfill and priority <= 0)
                 ):
                     continue
                 left -= size
-                selected.add(job.job_id)
-                picked.append(job)
+                selected.update(unit.member_ids)
+                picked.append(unit)
             chosen[column] = picked
         return chosen
 
-    def _place(self, order: list[int], chosen: dict[int, list[JobState]]) -> list[Assignment]:
+    def _place(self, order: list[int], chosen: dict[int, list[Unit]]) -> list[Assignment]:
         assignments: list[Assignment] = []
         previous = self.previous_round
         hold = self.config.hold_unallocated_jobs
@@ -345,42 +442,47 @@ class Mechanism:
         for column in order:
             runnable = chosen[column]
             if hold:
-                runnable = [job for job in runnable if job.allocation is not None]
+                runnable = [unit for unit in runnable if unit.allocation is not None]
             if not runnable:
                 continue
             kept_gpus: dict[UnitKey, tuple[int, ...]] = {}
-            for job in runnable:
-                last = previous.get(job.job_id)
+            for unit in runnable:
+                last = previous.get(unit.key)
                 if last is not None and last[0] == column:
-                    kept_gpus[job.job_id] = last[1]
+                    kept_gpus[unit.key] = last[1]
             get_kept = kept_gpus.get
             if extends_leases and len(kept_gpus) == len(runnable):
                 gpus_of = kept_gpus  # everyone stays where they were; placement would agree
             else:
                 requests = [
-                    PlacementRequest(job.job_id, job.scale_factor, kept_gpus.get(job.job_id))
-                    for job in runnable
+                    PlacementRequest(unit.key, unit.scale_factor, get_kept(unit.key))
+                    for unit in runnable
                 ]
                 gpus_of = self.placement.place(self.servers_by_column[column], requests)
             worker_type = self.worker_types[column]
             append = assignments.append
-            for job in runnable:
-                job_id = job.job_id
-                gpus = gpus_of[job_id]
-                rate = job.rates[column]
-                if sensitive and len(gpus) > 1 and len({server_of[g] for g in gpus}) > 1:
-                    rate = job.unconsolidated_rates[column]
-                append(Assignment(job, column, worker_type, gpus, rate, get_kept(job_id) == gpus))
+            for unit in runnable:
+                key = unit.key
+                gpus = gpus_of[key]
+                rates = unit.member_rates(column)
+                if (
+                    sensitive
+                    and isinstance(unit, JobState)
+                    and len(gpus) > 1
+                    and len({server_of[g] for g in gpus}) > 1
+                ):
+                    rates = (unit.unconsolidated_rates[column],)
+                append(Assignment(unit, column, worker_type, gpus, rates, get_kept(key) == gpus))
         return assignments
 
     def _count_leases(self, assignments: list[Assignment]) -> None:
-        now_running = {a.job.job_id: (a.column, a.gpus) for a in assignments}
-        active = self.active
+        now_running = {a.unit.key: (a.column, a.gpus) for a in assignments}
+        active, pairs = self.active, self.pairs
         opportunities = extensions = 0
-        for job_id, placement in self.previous_round.items():
-            if job_id in active:
+        for key, placement in self.previous_round.items():
+            if key in pairs if isinstance(key, tuple) else key in active:
                 opportunities += 1
-                if now_running.get(job_id) == placement:
+                if now_running.get(key) == placement:
                     extensions += 1
         self.stats.lease_opportunities += opportunities
         self.stats.lease_extensions += extensions

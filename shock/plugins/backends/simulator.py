@@ -80,7 +80,8 @@ class Simulator:
 
         records: list[JobRecord] = []
         isolated_runtime: dict[int, float] = {}
-        running: list[tuple[Assignment, float, float]] = []  # (unit, steps, finish time)
+        # (unit, steps of each member, finish time of each member, the unit's finish)
+        running: list[tuple[Assignment, tuple[float, ...], tuple[float, ...], float]] = []
         next_arrival = 0
         now = jobs[0].arrival_time if jobs else 0.0
         round_start = now
@@ -92,7 +93,7 @@ class Simulator:
 
         while waiting_for:
             if running:
-                now = max(finish for _, _, finish in running)
+                now = max(entry[3] for entry in running)
             elif next_arrival < len(jobs):
                 now = max(now, jobs[next_arrival].arrival_time)
             else:
@@ -105,11 +106,13 @@ class Simulator:
                         f"{policy.name} schedules none of the remaining jobs ({stuck})"
                     )
 
-            for assignment, steps, finish in running:
-                exec_s = finish - round_start
+            for assignment, steps_done, finishes, unit_finish in running:
+                exec_s = unit_finish - round_start
                 busy_gpu_seconds += exec_s * len(assignment.gpus)
-                if mechanism.credit(assignment, steps, exec_s):
-                    job = assignment.job.spec
+                for job_state in mechanism.credit(assignment, steps_done, exec_s):
+                    job = job_state.spec
+                    # A member of a pair completes at its own finish, not the pair's.
+                    finish = finishes[assignment.unit.members.index(job_state)]
                     records.append(
                         JobRecord(
                             job.job_id,
@@ -155,23 +158,37 @@ class Simulator:
                 continue
             idle_rounds = 0
             for assignment in assignments:
-                rate = assignment.rate
-                state = assignment.job
-                remaining = state.total_steps - state.steps_done
-                if overhead > 0 and state.steps_done > 0 and not assignment.kept_gpus:
+                members = assignment.unit.members
+                lost = 0.0
+                # Resuming from a checkpoint on other GPUs costs the overhead.
+                if (
+                    overhead > 0
+                    and not assignment.kept_gpus
+                    and any(member.steps_done > 0 for member in members)
+                ):
                     lost = min(overhead, round_length)
-                    steps = min(max(int(rate * (round_length - lost)), 1), remaining)
-                    running.append((assignment, steps, now + lost + steps / rate))
-                else:
-                    steps = min(max(int(rate * round_length), 1), remaining)
-                    running.append((assignment, steps, now + steps / rate))
+                if len(members) == 1:  # the common case, kept lean
+                    state, rate = members[0], assignment.rates[0]
+                    left = state.total_steps - state.steps_done
+                    count = min(max(int(rate * (round_length - lost)), 1), left)
+                    finish = now + lost + count / rate
+                    running.append((assignment, (count,), (finish,), finish))
+                    continue
+                counts: list[float] = []
+                finishes_of: list[float] = []
+                for state, member_rate in zip(members, assignment.rates, strict=True):
+                    left = state.total_steps - state.steps_done
+                    count = min(max(int(member_rate * (round_length - lost)), 1), left)
+                    counts.append(count)
+                    finishes_of.append(now + lost + count / member_rate)
+                running.append((assignment, tuple(counts), tuple(finishes_of), max(finishes_of)))
             rounds += 1
             if hooks.round_started:
                 hooks.round_started(
                     event=RoundStarted(
                         now,
                         rounds,
-                        tuple(((a.job.job_id,), a.worker_type, a.gpus) for a in assignments),
+                        tuple((a.unit.member_ids, a.worker_type, a.gpus) for a in assignments),
                     )
                 )
 

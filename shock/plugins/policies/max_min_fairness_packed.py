@@ -1,0 +1,233 @@
+"""Max-min fairness with space sharing (Gavel's `max_min_fairness_packed`).
+
+Units are single jobs and pairs of jobs sharing a gang. With x[u, w] the time fraction of unit
+u on worker type w and A[j, u, w] job j's throughput inside unit u (its isolated throughput
+alone, its co-located throughput in a pair):
+
+    maximise  min_j  sf_j / (w_j T_equal[j]) * sum_{u containing j} sum_w A[j, u, w] x[u, w]
+    s.t.      sum_{u containing j} sum_w x[u, w] <= 1          (a job is in one unit at a time)
+              sum_u sf_u x[u, w] <= capacity_w                  (a pair uses one gang)
+
+T_equal[j] is the isolated throughput under an equal share of every type, as in
+`max_min_fairness_perf`. A job paired with an identical job (same type) gets the mean of the
+pair's two measured throughputs, so identical jobs stay interchangeable.
+
+The HiGHS path solves the same LP over classes of identical jobs (same type, gang size and
+weight): by symmetry the optimum is the same, and the LP has one row per class instead of one
+per job and one column per class pair instead of one per job pair (quadratic in jobs). The
+class solution is then carried by few concrete pairs with the same per-job totals.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pyomo.environ as pyo
+import scipy.sparse as sparse
+
+from shock.core.hookspecs import Register, hookimpl
+from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass, UnitKey
+from shock.core.solver import MatrixLP, SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.plugins.policies.packing import (
+    ClassPair,
+    JobClass,
+    class_pairs,
+    concrete_pairs,
+    job_classes,
+    pair_rates,
+)
+
+
+def _equal_share_throughput(problem: PolicyInput) -> np.ndarray:
+    share = problem.capacity / problem.capacity.sum()
+    equal = problem.throughputs @ share
+    equal[equal <= 0] = np.inf
+    return np.asarray(equal)
+
+
+class MaxMinFairnessPacked(Policy):
+    name = "max_min_fairness_packed"
+    description = "LAS / max-min fairness with space sharing (pairs of jobs on one gang)"
+    problem_class = ProblemClass.LP
+
+    def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
+        if not problem.jobs:
+            return Allocation.empty(problem.worker_types)
+        if solver.uses_fast_path:
+            return self._allocate_by_class(problem, solver)
+        model, units = self.pyomo_model(problem)
+        solve_pyomo(model, solver)
+        fractions = np.array(
+            [[max(0.0, model.x[u, w].value or 0.0) for w in model.W] for u in range(len(units))]
+        )
+        return _allocation(problem, units, fractions, float(pyo.value(model.floor)))
+
+    # The readable, job-level model (every solver; the reference for the class LP).
+
+    def pyomo_model(self, problem: PolicyInput) -> tuple[pyo.ConcreteModel, list[UnitKey]]:
+        jobs = problem.jobs
+        n = len(problem.worker_types)
+        units: list[UnitKey] = [job.job_id for job in jobs]
+        unit_size = [float(job.scale_factor) for job in jobs]
+        inside: dict[tuple[int, int], np.ndarray] = {}  # (unit, row) -> throughput per type
+        for row in range(len(jobs)):
+            inside[(row, row)] = problem.throughputs[row]
+        if problem.table is not None:
+            for i, j in combinations(range(len(jobs)), 2):
+                a, b = jobs[i], jobs[j]
+                if a.scale_factor != b.scale_factor:
+                    continue
+                rates = pair_rates(
+                    problem.table, a.job_type, b.job_type, a.scale_factor, problem.worker_types
+                )
+                if a.job_type == b.job_type:
+                    rates = np.repeat(rates.mean(axis=1, keepdims=True), 2, axis=1)
+                if not np.any((rates[:, 0] > 0) & (rates[:, 1] > 0)):
+                    continue
+                unit = len(units)
+                units.append((a.job_id, b.job_id))
+                unit_size.append(float(a.scale_factor))
+                inside[(unit, i)] = rates[:, 0]
+                inside[(unit, j)] = rates[:, 1]
+        scale = problem.scale_factors
+        weight = scale / problem.priority_weights / _equal_share_throughput(problem)
+        units_of_row: dict[int, list[int]] = {}
+        for unit, row in inside:
+            units_of_row.setdefault(row, []).append(unit)
+
+        model = pyo.ConcreteModel()
+        model.U = pyo.RangeSet(0, len(units) - 1)
+        model.W = pyo.RangeSet(0, n - 1)
+        model.J = pyo.RangeSet(0, len(jobs) - 1)
+        model.x = pyo.Var(model.U, model.W, domain=pyo.NonNegativeReals)
+        model.floor = pyo.Var()
+        model.objective = pyo.Objective(expr=model.floor, sense=pyo.maximize)
+        model.one_unit_at_a_time = pyo.Constraint(
+            model.J,
+            rule=lambda m, j: sum(m.x[u, w] for u in units_of_row[j] for w in m.W) <= 1.0,
+        )
+        model.capacity = pyo.Constraint(
+            model.W,
+            rule=lambda m, w: (
+                sum(unit_size[u] * m.x[u, w] for u in m.U) <= float(problem.capacity[w])
+            ),
+        )
+        model.fair = pyo.Constraint(
+            model.J,
+            rule=lambda m, j: (
+                m.floor
+                <= float(weight[j])
+                * sum(float(inside[(u, j)][w]) * m.x[u, w] for u in units_of_row[j] for w in m.W)
+            ),
+        )
+        return model, units
+
+    # The class-level matrix LP (HiGHS).
+
+    def _allocate_by_class(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
+        classes = job_classes(problem)
+        pairs = class_pairs(problem, classes)
+        lp = _class_lp(problem, classes, pairs)
+        solution = solve_matrix_lp(lp, solver)
+        n = len(problem.worker_types)
+        k = len(classes)
+        single = np.clip(solution[: k * n].reshape(k, n), 0.0, None)
+        paired = np.clip(solution[k * n : -1].reshape(len(pairs), n), 0.0, None)
+        units: list[UnitKey] = []
+        rows: list[np.ndarray] = []
+        for job_class, fractions in zip(classes, single, strict=True):
+            for row in job_class.rows:
+                units.append(problem.jobs[row].job_id)
+                rows.append(fractions)
+        for pair, fractions in zip(pairs, paired, strict=True):
+            if fractions.max() <= 1e-9:
+                continue
+            first, second = classes[pair.first], classes[pair.second]
+            carriers, factor = concrete_pairs(first, second, pair.first == pair.second)
+            for a, b in carriers:
+                ids = sorted((problem.jobs[a].job_id, problem.jobs[b].job_id))
+                units.append((ids[0], ids[1]))
+                rows.append(fractions * factor)
+        return _allocation(problem, units, np.array(rows), float(solution[-1]))
+
+
+def _class_lp(problem: PolicyInput, classes: list[JobClass], pairs: list[ClassPair]) -> MatrixLP:
+    """Columns: x[class, w], then y[class pair, w] (per concrete pair), then the floor t.
+    Rows: fairness per class (t - progress <= 0), time per class (<= 1), capacity per type."""
+    n = len(problem.worker_types)
+    k = len(classes)
+    size = np.array([len(c.rows) for c in classes], float)
+    gang = np.array([c.scale_factor for c in classes], float)
+    first_rows = [c.rows[0] for c in classes]
+    isolated = problem.throughputs[first_rows]
+    weight = gang / np.array([c.priority_weight for c in classes])
+    weight = weight / _equal_share_throughput(problem)[first_rows]
+    row_index: list[int] = []
+    col_index: list[int] = []
+    values: list[float] = []
+
+    def put(row: int, col: int, value: float) -> None:
+        row_index.append(row)
+        col_index.append(col)
+        values.append(value)
+
+    fair, time, cap = 0, k, 2 * k
+    for c in range(k):
+        for w in range(n):
+            column = c * n + w
+            put(fair + c, column, -weight[c] * isolated[c, w])
+            put(time + c, column, 1.0)
+            put(cap + w, column, size[c] * gang[c])
+    for p, pair in enumerate(pairs):
+        same = pair.first == pair.second
+        a, b = pair.first, pair.second
+        count = size[a] * (size[a] - 1) / 2 if same else size[a] * size[b]
+        for w in range(n):
+            column = k * n + p * n + w
+            if same:
+                # Each job of the class is in (size - 1) of the class's pairs.
+                put(fair + a, column, -weight[a] * (size[a] - 1) * pair.rates[w, 0])
+                put(time + a, column, size[a] - 1)
+            else:
+                put(fair + a, column, -weight[a] * size[b] * pair.rates[w, 0])
+                put(fair + b, column, -weight[b] * size[a] * pair.rates[w, 1])
+                put(time + a, column, size[b])
+                put(time + b, column, size[a])
+            put(cap + w, column, count * gang[a])
+    floor = k * n + len(pairs) * n
+    for c in range(k):
+        put(fair + c, floor, 1.0)
+    num_rows = 2 * k + n
+    matrix = sparse.csc_matrix((values, (row_index, col_index)), shape=(num_rows, floor + 1))
+    matrix.sum_duplicates()
+    cost = np.zeros(floor + 1)
+    cost[-1] = -1.0
+    return MatrixLP(
+        cost=cost,
+        col_lower=np.concatenate([np.zeros(floor), [-np.inf]]),
+        col_upper=np.full(floor + 1, np.inf),
+        row_lower=np.full(num_rows, -np.inf),
+        row_upper=np.concatenate([np.zeros(k), np.ones(k), problem.capacity.astype(float)]),
+        a_start=matrix.indptr.astype(np.int32),
+        a_index=matrix.indices.astype(np.int32),
+        a_value=matrix.data.astype(float),
+    )
+
+
+def _allocation(
+    problem: PolicyInput, units: list[UnitKey], fractions: np.ndarray, objective: float
+) -> Allocation:
+    fractions = np.where(fractions < 1e-9, 0.0, fractions)
+    keep = [i for i, u in enumerate(units) if isinstance(u, int) or fractions[i].max() > 0]
+    return Allocation(
+        tuple(units[i] for i in keep),
+        problem.worker_types,
+        fractions[keep].reshape(len(keep), len(problem.worker_types)),
+        objective,
+    )
+
+
+@hookimpl
+def register_policies(register: Register) -> None:
+    register(MaxMinFairnessPacked())
