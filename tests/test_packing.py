@@ -150,3 +150,55 @@ def test_packed_beats_unpacked_at_high_load() -> None:
     packed, alone = results["max_min_fairness_packed"], results["max_min_fairness_perf"]
     assert packed.avg_jct_s < alone.avg_jct_s
     assert packed.makespan_s < alone.makespan_s
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(instances)
+def test_fifo_packed_and_gandiva_allocations_are_feasible(case: tuple) -> None:
+    problem = instance(*case)
+    registry = default_registry()
+    for name in ("fifo_packed", "gandiva"):
+        allocation = registry.get("policy", name).for_run(0).allocate(problem, SolverSpec())
+        check_feasible(problem, allocation)
+
+
+def test_fifo_packed_pairs_a_waiting_job_only_when_packing_pays() -> None:
+    from shock.plugins.policies.fifo import PACKING_THRESHOLD, FifoPacked
+
+    keys = [SINGLE_KEYS[i] for i in (0, 3, 5, 8, 12, 14)]
+    problem = instance(keys, (1.0, 1.0, 1.0), [1.0] * len(keys))
+    allocation = FifoPacked().allocate(problem, SolverSpec())
+    check_feasible(problem, allocation)
+    running = {k for k, row in zip(allocation.keys, allocation.fractions, strict=True) if row.max()}
+    members = {m for k in running for m in (k if isinstance(k, tuple) else (k,))}
+    # The first three jobs take the three GPUs; later ones only join as good pairs, in order.
+    assert {0, 1, 2} <= members
+    waiting = sorted(members - {0, 1, 2})
+    assert waiting  # this instance has a pair worth forming (job 3 with job 0)
+    assert waiting == list(range(3, 3 + len(waiting)))
+    for key, row in zip(allocation.keys, allocation.fractions, strict=True):
+        if isinstance(key, tuple) and row.max() > 0:
+            column = int(np.argmax(row))
+            a, b = key
+            pa, pb = TABLE.pair_throughput(keys[a], keys[b], TYPES[column])
+            score = pa / problem.throughputs[a, column] + pb / problem.throughputs[b, column]
+            assert score > PACKING_THRESHOLD
+
+
+def test_gandiva_keeps_good_pairs_and_never_retries_bad_ones() -> None:
+    from shock.plugins.policies.gandiva import Gandiva
+
+    keys = [SINGLE_KEYS[i] for i in (0, 1, 3, 5, 8, 9, 12, 14)]
+    problem = instance(keys, (2.0, 2.0, 2.0), [1.0] * len(keys))
+    policy = Gandiva(seed=3)
+    first = policy.allocate(problem, SolverSpec())
+    kept = {k for k in first.keys if isinstance(k, tuple)}
+    rejected = set(policy._rejected)
+    for _ in range(5):
+        again = policy.allocate(problem, SolverSpec())
+        check_feasible(problem, again)
+        pairs = {k for k in again.keys if isinstance(k, tuple)}
+        assert kept <= pairs  # good pairs stay together
+        assert not (pairs & rejected)  # a rejected pair never comes back
+        rejected = set(policy._rejected)
+        kept = pairs
