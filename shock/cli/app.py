@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from shock import __version__
+from shock.cli.bench_commands import bench_app
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.progress import ProgressObserver
 from shock.cli.trace_commands import trace_app
@@ -26,6 +27,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(trace_app, name="trace")
+app.add_typer(bench_app, name="bench")
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -78,6 +80,13 @@ def run_command(
     time_limit: Annotated[
         float | None, typer.Option(help="Solver time limit per allocation (s).")
     ] = None,
+    partitions: Annotated[
+        int,
+        typer.Option(
+            help="POP partitioning: solve the policy on K random job groups, each on 1/K of "
+            "every worker type (1: off)."
+        ),
+    ] = 1,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the results document here.")
     ] = None,
@@ -100,6 +109,7 @@ def run_command(
         preemption_overhead_s=preemption_overhead,
         window=parse_window(window),
         time_limit_s=time_limit,
+        partitions=partitions,
     )
     registry = default_registry()
     console = make_console()

@@ -9,6 +9,7 @@ from pathlib import Path
 from shock.core.cluster_spec import parse_cluster
 from shock.core.errors import InputError
 from shock.core.mechanism import MechanismConfig
+from shock.core.partition import PartitionedPolicy
 from shock.core.plugins import PluginRegistry, default_registry
 from shock.core.presets import get_preset
 from shock.core.results import RunResult
@@ -40,6 +41,8 @@ class RunOptions:
     preemption_overhead_s: float | None = None
     window: tuple[int, int] | None = None
     time_limit_s: float | None = None
+    # POP partitioning: solve the policy on this many random job groups (1: no partitioning).
+    partitions: int = 1
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -65,6 +68,10 @@ def build_request(
     registry = registry or default_registry()
     preset = get_preset(options.preset)
     policy = registry.get("policy", options.policy)
+    if options.partitions < 1:
+        raise InputError(f"must be >= 1, got {options.partitions}", field="--partitions")
+    if options.partitions > 1:
+        policy = PartitionedPolicy(policy, options.partitions, seed=options.seed)
     placement = registry.get("placement", options.placement or preset.placement)
     solver = SolverSpec(name=options.solver, time_limit_s=options.time_limit_s)
     solver.check(policy.problem_class, policy.name)

@@ -36,11 +36,18 @@ class ClassPair:
 
 
 def job_classes(problem: PolicyInput) -> list[JobClass]:
-    """Classes in order of first appearance."""
-    rows_of: dict[tuple[str, int, float], list[int]] = {}
+    """Classes in order of first appearance. Jobs are alike only if their isolated throughputs
+    are the same too (a measured table may give one job type different speeds)."""
+    rows_of: dict[tuple[str, int, float, bytes], list[int]] = {}
     for row, job in enumerate(problem.jobs):
-        rows_of.setdefault((job.job_type, job.scale_factor, job.priority_weight), []).append(row)
-    return [JobClass(t, s, w, tuple(rows)) for (t, s, w), rows in rows_of.items()]
+        key = (
+            job.job_type,
+            job.scale_factor,
+            job.priority_weight,
+            problem.throughputs[row].tobytes(),
+        )
+        rows_of.setdefault(key, []).append(row)
+    return [JobClass(t, s, w, tuple(rows)) for (t, s, w, _), rows in rows_of.items()]
 
 
 def pair_rates(
