@@ -87,6 +87,12 @@ def run_command(
             "every worker type (1: off)."
         ),
     ] = 1,
+    prices: Annotated[
+        str | None,
+        typer.Option(
+            help="Price of a GPU-hour per type for cost-aware policies: v100=2.48,k80=0.45."
+        ),
+    ] = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the results document here.")
     ] = None,
@@ -110,6 +116,7 @@ def run_command(
         window=parse_window(window),
         time_limit_s=time_limit,
         partitions=partitions,
+        prices=prices,
     )
     registry = default_registry()
     console = make_console()

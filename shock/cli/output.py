@@ -94,7 +94,9 @@ def print_run_header(console: Console, result: RunResult) -> None:
 def plugins_table(registry: PluginRegistry) -> Table:
     table = Table(title="installed shock plugins")
     table.add_column("kind", style="bold", no_wrap=True)
-    table.add_column("name", style="cyan", no_wrap=True)
+    # Names are what users type: never cut them; descriptions wrap instead.
+    longest = max((len(p.name) for p in registry.listing()), default=4)
+    table.add_column("name", style="cyan", no_wrap=True, min_width=longest)
     table.add_column("package", no_wrap=True)
     table.add_column("description")
     for plugin in registry.listing():

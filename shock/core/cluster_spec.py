@@ -28,6 +28,24 @@ def parse_cluster(text: str, gpus_per_server: int | dict[str, int] = 1) -> Clust
     return Cluster(gpus_per_type=counts, gpus_per_server=per_server)
 
 
+def parse_prices(text: str) -> dict[str, float]:
+    """`--prices v100=2.48,p100=1.46,k80=0.45`: price of one GPU-hour of each worker type."""
+    prices: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        name = name.strip().lower()
+        try:
+            price = float(value)
+        except ValueError:
+            price = -1.0
+        if not sep or not name or not price > 0:
+            raise InputError(
+                f"'{item}' is not of the form type=price with price > 0", field="--prices"
+            )
+        prices[name] = price
+    return prices
+
+
 def _parse_colon_form(text: str) -> dict[str, int]:
     parts = text.split(":")
     if len(parts) != len(GAVEL_ORDER):

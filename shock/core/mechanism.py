@@ -136,6 +136,7 @@ class Mechanism:
         placement: Placement,
         table: ThroughputTable,
         config: MechanismConfig,
+        prices: dict[str, float] | None = None,
     ) -> None:
         self.cluster = cluster
         self.policy = policy
@@ -145,6 +146,7 @@ class Mechanism:
         self.config = config
         self.worker_types = cluster.worker_types
         self.capacity = np.array([cluster.gpus_per_type[w] for w in self.worker_types], float)
+        self.prices = None if prices is None else np.array([prices[w] for w in self.worker_types])
         self.servers_by_column: list[list[list[int]]] = [[] for _ in self.worker_types]
         self.server_of_gpu: dict[int, int] = {}
         next_gpu = 0
@@ -343,6 +345,7 @@ class Mechanism:
             capacity=self.capacity,
             throughputs=np.array([j.rates for j in jobs]).reshape(len(jobs), len(self.capacity)),
             table=self.table,
+            prices=self.prices,
         )
 
     # One round.

@@ -24,6 +24,8 @@ class RunConfig:
     # Seconds a job loses when it (re)starts from a checkpoint on other GPUs than last round.
     preemption_overhead_s: float = 0.0
     seed: int = 0
+    # Price of one GPU-hour per worker type, for cost-aware policies.
+    prices: dict[str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from shock.core.cluster_spec import parse_cluster
+from shock.core.cluster_spec import parse_cluster, parse_prices
 from shock.core.errors import InputError
 from shock.core.mechanism import MechanismConfig
 from shock.core.partition import PartitionedPolicy
@@ -43,6 +43,7 @@ class RunOptions:
     time_limit_s: float | None = None
     # POP partitioning: solve the policy on this many random job groups (1: no partitioning).
     partitions: int = 1
+    prices: str | None = None  # "v100=2.48,p100=1.46,k80=0.45" ($ per GPU-hour)
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -117,8 +118,19 @@ def build_request(
         window=options.window,
         preemption_overhead_s=overhead,
         seed=options.seed,
+        prices=_prices_for(options.prices, cluster.worker_types),
     )
     return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)
+
+
+def _prices_for(text: str | None, worker_types: tuple[str, ...]) -> dict[str, float] | None:
+    if text is None:
+        return None
+    prices = parse_prices(text)
+    missing = [w for w in worker_types if w not in prices]
+    if missing:
+        raise InputError(f"no price for {', '.join(missing)}", field="--prices")
+    return prices
 
 
 def run(options: RunOptions, registry: PluginRegistry | None = None) -> RunResult:

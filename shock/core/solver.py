@@ -8,7 +8,10 @@ verified to agree in the tests.
 from __future__ import annotations
 
 import importlib.util
+import math
+import shutil
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -16,7 +19,7 @@ import numpy as np
 from shock.core.errors import SolverError
 from shock.core.policy import ProblemClass
 
-# Which problem classes each solver takes, and the Python module it needs.
+# Which problem classes each solver takes.
 SOLVER_CLASSES: dict[str, frozenset[ProblemClass]] = {
     "highs": frozenset({ProblemClass.LP, ProblemClass.MILP}),
     "gurobi": frozenset({ProblemClass.LP, ProblemClass.MILP, ProblemClass.NLP}),
@@ -25,15 +28,45 @@ SOLVER_CLASSES: dict[str, frozenset[ProblemClass]] = {
     "cbc": frozenset({ProblemClass.LP, ProblemClass.MILP}),
     "glpk": frozenset({ProblemClass.LP, ProblemClass.MILP}),
 }
+# The Pyomo interface each solver is driven through (`pyomo help --solvers` lists them).
 _PYOMO_SOLVER = {
     "highs": "appsi_highs",
     "gurobi": "gurobi_direct",
-    "scip": "scip_direct",
-    "ipopt": "cyipopt",
-    "cbc": "cbc",
-    "glpk": "glpk",
+    "scip": "scip_direct",  # Pyomo's pyscipopt interface
+    "ipopt": "cyipopt",  # Pyomo's PyNumero interface to cyipopt (needs pynumero_ASL)
+    "cbc": "cbc",  # the cbc executable
+    "glpk": "glpk",  # the glpsol executable
 }
-_REQUIRED_MODULE = {"highs": "highspy", "gurobi": "gurobipy", "scip": "pyscipopt"}
+# The Python module (or, for cbc/glpk, the executable on PATH) each solver needs.
+_REQUIRED_MODULE = {
+    "highs": "highspy",
+    "gurobi": "gurobipy",
+    "scip": "pyscipopt",
+    "ipopt": "cyipopt",
+}
+_EXECUTABLE = {"cbc": "cbc", "glpk": "glpsol"}
+
+_PYNUMERO_BUILD = (
+    "apt-get install cmake g++ libamplsolver-dev && python -m pyomo.contrib.pynumero.build "
+    "-DASL_INCLUDE_DIR=/usr/include/ampl-netlib-solvers "
+    "-DASL_LIBRARY=/usr/lib/x86_64-linux-gnu/libamplsolver.so -DBUILD_AMPLASL_IF_NEEDED=OFF"
+)
+_INSTALL_HINT = {
+    "highs": "pip install highspy",
+    "gurobi": (
+        "pip install 'shock[gurobi]' (gurobipy; its bundled licence takes at most 2000 "
+        "variables and 2000 constraints, a full Gurobi licence lifts the limit)"
+    ),
+    "scip": "pip install 'shock[scip]' (pyscipopt)",
+    "ipopt": (
+        "pip install 'shock[ipopt]' (cyipopt-wheels bundles Ipopt), then build Pyomo's "
+        f"PyNumero ASL library: {_PYNUMERO_BUILD}"
+    ),
+    "cbc": "apt-get install coinor-cbc",
+    "glpk": "apt-get install glpk-utils",
+}
+# Gurobi's pip licence (SIZE_LIMIT_EXCEEDED, error 10010 in gurobipy).
+GUROBI_PIP_LIMITS = {"variables": 2000, "constraints": 2000, "nonlinear_variables": 200}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,102 +89,268 @@ class SolverSpec:
                 f"unknown solver '{self.name}'; valid solvers: {', '.join(sorted(SOLVER_CLASSES))}"
             )
         if problem_class not in classes:
-            accepted = "/".join(sorted(c.value for c in classes))
             raise SolverError(
                 f"solver '{self.name}' cannot solve {problem_class.value} problems "
-                f"(policy '{policy}'); it takes {accepted}"
+                f"(policy '{policy}'); it takes {_accepted(self.name)}"
             )
-        if not is_installed(self.name):
-            raise SolverError(f"solver '{self.name}' is not installed: {_INSTALL_HINT[self.name]}")
+        reason = unavailable_reason(self.name)
+        if reason is not None:
+            state = "is not installed" if _absent(self.name) else "cannot run here"
+            raise SolverError(f"solver '{self.name}' {state}: {reason}")
 
     @property
     def uses_fast_path(self) -> bool:
         return self.fast_path and self.name == "highs"
 
 
-_INSTALL_HINT = {
-    "highs": "pip install highspy",
-    "gurobi": "pip install 'shock[gurobi]' (and a Gurobi licence for large models)",
-    "scip": "pip install 'shock[scip]'",
-    "ipopt": "pip install cyipopt (Pyomo's cyipopt interface)",
-    "cbc": "install the cbc executable (apt-get install coinor-cbc)",
-    "glpk": "install the glpsol executable (apt-get install glpk-utils)",
-}
-_EXECUTABLE = {"cbc": "cbc", "glpk": "glpsol"}
+def _accepted(name: str) -> str:
+    return "/".join(sorted(c.value for c in SOLVER_CLASSES[name]))
+
+
+def unavailable_reason(name: str) -> str | None:
+    """Why solver `name` cannot run here, with how to fix it; None when it can."""
+    if name not in SOLVER_CLASSES:
+        return f"unknown solver; valid solvers: {', '.join(sorted(SOLVER_CLASSES))}"
+    if _absent(name):
+        if name in _EXECUTABLE:
+            return f"no '{_EXECUTABLE[name]}' executable on PATH; {_INSTALL_HINT[name]}"
+        return f"Python module '{_REQUIRED_MODULE[name]}' not found; {_INSTALL_HINT[name]}"
+    if name == "gurobi":
+        return _gurobi_licence_problem()
+    if name == "ipopt":
+        return _pynumero_asl_problem()
+    return None
+
+
+def _absent(name: str) -> bool:
+    """Whether a known solver's Python module (or, for cbc/glpk, its executable) is missing."""
+    if name in _EXECUTABLE:
+        return shutil.which(_EXECUTABLE[name]) is None
+    return importlib.util.find_spec(_REQUIRED_MODULE[name]) is None
 
 
 def is_installed(name: str) -> bool:
-    """Whether a solver's Python interface (or, for cbc/glpk, its executable) is present."""
-    import shutil
-
-    if name in _EXECUTABLE:
-        return shutil.which(_EXECUTABLE[name]) is not None
-    module = _REQUIRED_MODULE.get(name, "cyipopt" if name == "ipopt" else None)
-    return module is not None and importlib.util.find_spec(module) is not None
+    """Whether a solver can run here: its Python interface (or, for cbc/glpk, its executable),
+    plus Gurobi's licence and, for Ipopt, Pyomo's PyNumero ASL library."""
+    return unavailable_reason(name) is None
 
 
 def available_solvers() -> list[str]:
     return [name for name in SOLVER_CLASSES if is_installed(name)]
 
 
-def solve_pyomo(model: Any, spec: SolverSpec) -> None:
-    """Solve a Pyomo model in place; raise SolverError unless it is optimal (or feasible at a
-    time limit)."""
-    import pyomo.environ as pyo
-    from pyomo.opt import SolverStatus, TerminationCondition
+@cache
+def _gurobi_licence_problem() -> str | None:
+    try:
+        import gurobipy
 
-    solver = pyo.SolverFactory(_PYOMO_SOLVER[spec.name])
-    if solver is None or not solver.available(exception_flag=False):
-        raise SolverError(f"solver '{spec.name}' is not available in this environment")
-    options = dict(spec.options)
-    if spec.time_limit_s is not None:
-        options[_time_limit_option(spec.name)] = spec.time_limit_s
-    if spec.mip_gap is not None:
-        options[_mip_gap_option(spec.name)] = spec.mip_gap
+        env = gurobipy.Env(empty=True)  # silent: no licence banner on stdout
+        env.setParam("OutputFlag", 0)
+        env.start()
+        env.dispose()
+    except Exception as exc:  # GurobiError, or an import failure of the binary module
+        return (
+            f"gurobipy cannot start a Gurobi environment ({exc}); check the licence "
+            "(GRB_LICENSE_FILE) or reinstall with pip install 'shock[gurobi]' for the bundled "
+            "size-limited one"
+        )
+    return None
+
+
+@cache
+def _pynumero_asl_problem() -> str | None:
+    try:
+        from pyomo.contrib.pynumero.asl import AmplInterface
+
+        available = bool(AmplInterface.available())
+    except Exception as exc:  # a missing numpy/scipy/packaging, or a broken library
+        return f"Pyomo's PyNumero interface cannot be loaded ({exc}); {_INSTALL_HINT['ipopt']}"
+    if not available:
+        return (
+            "cyipopt is installed, but Pyomo's cyipopt interface also needs the PyNumero ASL "
+            f"library (pynumero_ASL), which is not built; {_PYNUMERO_BUILD}"
+        )
+    return None
+
+
+# Option names per solver: time limit (seconds) and relative MIP gap. Ipopt has no MIP gap
+# (it takes no integer variables).
+_TIME_LIMIT_OPTION = {
+    "highs": "time_limit",
+    "gurobi": "TimeLimit",
+    "scip": "limits/time",
+    # Pyomo's cyipopt interface cannot map Ipopt's max_wall_time stop (KeyError), only this.
+    "ipopt": "max_cpu_time",
+    "cbc": "seconds",
+    "glpk": "tmlim",  # whole seconds
+}
+_MIP_GAP_OPTION = {
+    "highs": "mip_rel_gap",
+    "gurobi": "MIPGap",
+    "scip": "limits/gap",
+    "cbc": "ratioGap",
+    "glpk": "mipgap",
+}
+
+
+def solver_options(spec: SolverSpec) -> dict[str, Any]:
+    """The options `solve_pyomo` hands the solver, under its own option names."""
+    options: dict[str, Any] = {}
     if spec.name == "highs":
         # An interior solution of a degenerate LP (the centre of the optimal face) is what
         # cvxpy/ECOS return in Gavel; simplex would pick an arbitrary vertex instead.
-        options.setdefault("solver", "ipm")
-        options.setdefault("run_crossover", "choose")
-        options.setdefault("presolve", "off")
-    for key, value in options.items():
-        solver.options[key] = value
-    try:
-        result = solver.solve(model, load_solutions=False)
-    except Exception as exc:  # solver back-ends raise many exception types
-        raise SolverError(f"solver '{spec.name}' failed: {exc}") from exc
-    condition = result.solver.termination_condition
-    ok = condition in (TerminationCondition.optimal, TerminationCondition.locallyOptimal)
-    timed_out = condition in (TerminationCondition.maxTimeLimit, TerminationCondition.maxIterations)
-    if not ok and not (timed_out and len(result.solution) > 0):
+        options.update(solver="ipm", run_crossover="choose", presolve="off")
+    if spec.name == "ipopt":
+        # Ipopt's defaults (tol 1e-8, bounds relaxed by 1e-8) leave up to ~2e-6 relative error
+        # on the time-fraction LPs; these agree with HiGHS to ~1e-7. A point that reaches only
+        # Ipopt's acceptable tolerances (1e-6) is still accepted.
+        options.update(tol=1e-10, bound_relax_factor=1e-10)
+    if spec.time_limit_s is not None:
+        limit: float | int = float(spec.time_limit_s)
+        if spec.name == "glpk":
+            limit = max(1, math.ceil(limit))  # glpsol takes whole seconds only
+        options[_TIME_LIMIT_OPTION[spec.name]] = limit
+        if spec.name == "cbc":
+            options["timeMode"] = "elapsed"  # wall clock, like every other solver here
+    if spec.mip_gap is not None and spec.name in _MIP_GAP_OPTION:
+        options[_MIP_GAP_OPTION[spec.name]] = float(spec.mip_gap)
+    options.update(spec.options)
+    return options
+
+
+def solve_pyomo(model: Any, spec: SolverSpec) -> None:
+    """Solve a Pyomo model in place; raise SolverError unless it is optimal (or, for a model
+    with integer variables, a feasible incumbent at a time or iteration limit)."""
+    import pyomo.environ as pyo
+    from pyomo.opt import SolverStatus, TerminationCondition
+
+    name = spec.name
+    if name not in SOLVER_CLASSES:
         raise SolverError(
-            f"solver '{spec.name}' ended with {condition} (status {result.solver.status})"
+            f"unknown solver '{name}'; valid solvers: {', '.join(sorted(SOLVER_CLASSES))}"
         )
-    if result.solver.status not in (SolverStatus.ok, SolverStatus.warning, SolverStatus.aborted):
-        raise SolverError(f"solver '{spec.name}' returned status {result.solver.status}")
+    reason = unavailable_reason(name)
+    if reason is not None:
+        raise SolverError(f"solver '{name}' is not available in this environment: {reason}")
+    if ProblemClass.MILP not in SOLVER_CLASSES[name] and _has_discrete_variables(model):
+        # Ipopt would silently relax integrality.
+        raise SolverError(
+            f"solver '{name}' cannot solve MILP problems (the model has integer variables); "
+            f"it takes {_accepted(name)}"
+        )
+    solver = pyo.SolverFactory(_PYOMO_SOLVER[name])
+    if solver is None or not solver.available(exception_flag=False):
+        raise SolverError(
+            f"solver '{name}' is not available in this environment: Pyomo's "
+            f"'{_PYOMO_SOLVER[name]}' interface cannot run it; {_INSTALL_HINT[name]}"
+        )
+    options = solver_options(spec)
+    try:
+        if name == "ipopt":
+            # Pyomo's cyipopt interface takes options per solve, not as `solver.options`.
+            result = solver.solve(model, load_solutions=False, options=options)
+        else:
+            for key, value in options.items():
+                solver.options[key] = value
+            result = solver.solve(model, load_solutions=False)
+    except Exception as exc:  # solver back-ends raise many exception types
+        raise SolverError(_failure_message(name, model, exc)) from exc
+    condition = result.solver.termination_condition
+    status = result.solver.status
+    optimal = condition in (
+        TerminationCondition.optimal,
+        TerminationCondition.locallyOptimal,
+        TerminationCondition.globallyOptimal,
+    ) or (name == "ipopt" and condition is TerminationCondition.feasible)  # acceptable level
+    stopped_early = condition in (
+        TerminationCondition.maxTimeLimit,
+        TerminationCondition.maxIterations,
+        TerminationCondition.maxEvaluations,
+        TerminationCondition.feasible,  # glpsol at its time limit
+    )
+    if stopped_early and not optimal:
+        # Only a MIP incumbent is feasible when a solver stops early; an LP or NLP iterate
+        # (interior point, Ipopt) need not be, so it is an error like on the HiGHS fast path.
+        if len(result.solution) == 0 or not _has_discrete_variables(model):
+            limit = f", time limit {spec.time_limit_s} s" if spec.time_limit_s else ""
+            raise SolverError(
+                f"solver '{name}' stopped early ({condition}{limit}) without an optimal solution"
+            )
+    elif not optimal:
+        raise SolverError(f"solver '{name}' ended with {condition} (status {status})")
+    if status not in (SolverStatus.ok, SolverStatus.warning, SolverStatus.aborted):
+        raise SolverError(f"solver '{name}' returned status {status} ({condition})")
+    # Accepted: load without Pyomo's warning about a 'warning'/'aborted' status.
+    result.solver.status = SolverStatus.ok
     model.solutions.load_from(result)
 
 
-def _time_limit_option(name: str) -> str:
-    return {
-        "highs": "time_limit",
-        "gurobi": "TimeLimit",
-        "scip": "limits/time",
-        "ipopt": "max_cpu_time",
-        "cbc": "sec",
-        "glpk": "tmlim",
-    }[name]
+def model_size(model: Any) -> tuple[int, int]:
+    """(variables, active constraints) of a Pyomo model, blocks included; an upper bound on
+    what a solver sees (it leaves out variables no constraint or objective uses)."""
+    import pyomo.environ as pyo
+
+    variables = sum(1 for _ in model.component_data_objects(pyo.Var, descend_into=True))
+    constraints = sum(
+        1 for _ in model.component_data_objects(pyo.Constraint, active=True, descend_into=True)
+    )
+    return variables, constraints
 
 
-def _mip_gap_option(name: str) -> str:
-    return {
-        "highs": "mip_rel_gap",
-        "gurobi": "MIPGap",
-        "scip": "limits/gap",
-        "ipopt": "tol",
-        "cbc": "ratio",
-        "glpk": "mipgap",
-    }[name]
+def gurobi_pip_licence_excess(model: Any) -> str | None:
+    """How a Pyomo model exceeds gurobipy's bundled (pip) licence, or None when it fits."""
+    variables, constraints = model_size(model)
+    limits = GUROBI_PIP_LIMITS
+    if variables > limits["variables"] or constraints > limits["constraints"]:
+        return (
+            f"{variables} variables and {constraints} constraints (gurobipy's pip licence "
+            f"takes at most {limits['variables']} variables and {limits['constraints']} "
+            "constraints)"
+        )
+    if variables > limits["nonlinear_variables"] and _is_nonlinear(model):
+        return (
+            f"{variables} variables and non-linear terms (gurobipy's pip licence takes at "
+            f"most {limits['nonlinear_variables']} variables when any term is non-linear)"
+        )
+    return None
+
+
+def _has_discrete_variables(model: Any) -> bool:
+    import pyomo.environ as pyo
+
+    return any(
+        not var.fixed and (var.is_integer() or var.is_binary())
+        for var in model.component_data_objects(pyo.Var, descend_into=True)
+    )
+
+
+def _is_nonlinear(model: Any) -> bool:
+    import pyomo.environ as pyo
+
+    for constraint in model.component_data_objects(pyo.Constraint, active=True):
+        if constraint.body.polynomial_degree() not in (0, 1):
+            return True
+    for objective in model.component_data_objects(pyo.Objective, active=True):
+        if objective.expr.polynomial_degree() not in (0, 1):
+            return True
+    return False
+
+
+def _failure_message(name: str, model: Any, exc: Exception) -> str:
+    if ProblemClass.NLP not in SOLVER_CLASSES[name] and _is_nonlinear(model):
+        return (
+            f"solver '{name}' cannot solve NLP problems (the model has non-linear terms); "
+            f"it takes {_accepted(name)}"
+        )
+    if name == "gurobi" and (
+        getattr(exc, "errno", None) == 10010 or "size-limited" in str(exc).lower()
+    ):
+        excess = gurobi_pip_licence_excess(model) or "a model beyond the licence's size limits"
+        return (
+            f"solver 'gurobi' failed: {exc}. This model has {excess}. Use a full Gurobi "
+            "licence or another solver (e.g. --solver highs)"
+        )
+    return f"solver '{name}' failed: {type(exc).__name__}: {exc}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +377,7 @@ def _highs_for(spec: SolverSpec) -> Any:
     """One HiGHS instance per option set, reused: creating one costs as much as a small solve."""
     import highspy
 
-    key = (spec.time_limit_s, tuple(sorted(spec.options.items())))
+    key = (spec.time_limit_s, spec.mip_gap, tuple(sorted(spec.options.items())))
     highs = _HIGHS_INSTANCES.get(key)
     if highs is None:
         highs = highspy.Highs()
@@ -190,6 +389,8 @@ def _highs_for(spec: SolverSpec) -> Any:
         highs.setOptionValue("presolve", "off")
         if spec.time_limit_s is not None:
             highs.setOptionValue("time_limit", float(spec.time_limit_s))
+        if spec.mip_gap is not None:
+            highs.setOptionValue("mip_rel_gap", float(spec.mip_gap))
         for option, value in spec.options.items():
             highs.setOptionValue(option, value)
         _HIGHS_INSTANCES[key] = highs

@@ -61,6 +61,7 @@ class Simulator:
             request.placement,
             request.table,
             config.mechanism,
+            prices=config.prices,
         )
         jobs = sorted(request.trace.jobs, key=lambda j: (j.arrival_time, j.job_id))
         for job in jobs:

@@ -1,0 +1,337 @@
+"""Finish-time fairness (Themis, NSDI'20, as Gavel states it, OSDI'20 section 4.2).
+
+Job j's finish-time ratio under an allocation x is
+
+    rho_j(x) = (t_j + R_j / a_j(x)) / (C_j + R_j / iso_j),    a_j(x) = sum_w T[j, w] x[j, w]
+
+with t_j the time since arrival, R_j the steps remaining, iso_j = a_j(x0) under the isolated
+allocation x0 (an equal 1/m share of every type, see rate_lp.isolated_allocation) and C_j the
+isolated time already credited to the job: every call adds (R_prev - R_now) / iso_prev, the
+time the steps done since the last call would have taken in isolation (per-run state). The
+policy solves
+
+    minimise_x  max_j  w_j rho_j(x)   subject to the shared constraints (time_fraction_lp).
+
+Unlike Gavel, which computes priority weights and leaves them unused, a job's ratio counts
+w_j times, so a weight-5 job is held to a 5x smaller finish-time ratio (as max-min fairness
+gives it 5x the normalised throughput). With all weights 1 the problem is Gavel's.
+
+Exact LP reformulation: with D_j = (C_j + R_j / iso_j) / w_j,
+
+    w_j rho_j(x) <= rho   <=>   a_j(x) >= R_j / (rho D_j - t_j)   (needs rho D_j > t_j),
+
+so for a fixed rho the question is a linear feasibility problem, and feasibility only grows
+with rho. Bisection finds the optimum between max_j t_j / D_j and the ratio the isolated
+allocation reaches (it always fits). Steps change only row bounds, so one HiGHS instance
+re-solves them with a warm-started dual simplex; a feasible step's vertex x also has its own
+max ratio, a tighter upper bound. At a relative gap of 1e-6 the feasibility LP at the upper
+bound is solved once more by HiGHS' interior-point method: an interior point of the (thin)
+optimal set, as Gavel's ECOS returns, rather than an arbitrary vertex.
+
+Solvers: the problem class is LP (the bisection; HiGHS takes its matrix path, other LP solvers
+a Pyomo model of the same steps, maximise l s.t. a_j(x) >= l R_j / (rho D_j - t_j), feasible
+iff l >= 1). The direct model is an NLP, given to solvers that take NLPs (ipopt, gurobi, scip):
+
+    minimise rho  s.t.  b_j u_j >= 1,  t_j / D_j + u_j <= rho,  b_j = a_j(x) D_j / R_j,  b, u >= 0
+
+(b_j u_j >= 1 on b, u >= 0 is a rotated cone, so the problem is convex). A job with no steps
+remaining, or that runs on no type, has a ratio no allocation changes; it gets no time and
+is left out of the max.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pyomo.environ as pyo
+
+from shock.core.errors import SolverError
+from shock.core.hookspecs import Register, hookimpl
+from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.solver import SOLVER_CLASSES, MatrixLP, SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.plugins.policies.rate_lp import (
+    agnostic_throughputs,
+    highs_lp,
+    isolated_allocation,
+    simplex_highs,
+    subproblem,
+)
+from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
+
+# Bisection stops when (upper - lower) <= RELATIVE_GAP * upper.
+RELATIVE_GAP = 1e-6
+# The Pyomo path calls a step feasible when the solver's level l reaches 1 within this.
+_LEVEL_TOLERANCE = 1e-9
+_MAX_STEPS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class FinishTimeProblem:
+    """The jobs that count, with everything rho_j needs (weights folded into `horizon`)."""
+
+    throughputs: np.ndarray  # T[j, w] as the variant sees it
+    scale: np.ndarray
+    capacity: np.ndarray
+    remaining: np.ndarray  # R_j > 0
+    elapsed: np.ndarray  # t_j
+    horizon: np.ndarray  # D_j = (C_j + R_j / iso_j) / w_j > 0
+    isolated: np.ndarray  # x0 rows of these jobs (a feasible start)
+
+    def ratios(self, fractions: np.ndarray) -> np.ndarray:
+        """w_j rho_j(x) per job (inf for a job x gives no throughput)."""
+        rates = (self.throughputs * fractions).sum(axis=1)
+        with np.errstate(divide="ignore"):
+            time_left = np.where(rates > 0, self.remaining / rates, np.inf)
+        return (self.elapsed + time_left) / self.horizon
+
+    def demand(self, rho: float) -> np.ndarray:
+        """The throughput each job needs for w_j rho_j <= rho (rho above `lower_bound`)."""
+        return self.remaining / (rho * self.horizon - self.elapsed)
+
+    @property
+    def lower_bound(self) -> float:
+        return float(np.max(self.elapsed / self.horizon))
+
+    @property
+    def upper_bound(self) -> float:
+        return float(np.max(self.ratios(self.isolated)))
+
+
+class FinishTimeFairness(Policy):
+    problem_class = ProblemClass.LP  # the bisection: a sequence of feasibility LPs
+    # The direct model, rho_j has 1 / a_j(x); solvers that take NLPs are given it instead.
+    direct_problem_class = ProblemClass.NLP
+
+    def __init__(self, heterogeneity_aware: bool) -> None:
+        self.heterogeneity_aware = heterogeneity_aware
+        self.name = "finish_time_fairness_perf" if heterogeneity_aware else "finish_time_fairness"
+        self.description = (
+            "Themis finish-time fairness, min max rho (heterogeneity-aware, Gavel)"
+            if heterogeneity_aware
+            else "Themis finish-time fairness, every type at the job's V100 throughput"
+        )
+        self._attained: dict[int, float] = {}  # C_j, kept for every job seen (as Gavel)
+        self._previous: dict[int, tuple[float, float]] = {}  # job -> (R_j, iso_j) last call
+
+    def for_run(self, seed: int) -> FinishTimeFairness:
+        return FinishTimeFairness(self.heterogeneity_aware)
+
+    @property
+    def attained_isolated_time(self) -> dict[int, float]:
+        """C_j: the isolated time credited to each job so far in this run."""
+        return dict(self._attained)
+
+    def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
+        keys = tuple(job.job_id for job in problem.jobs)
+        if not keys:
+            self._previous = {}
+            return Allocation.empty(problem.worker_types)
+        throughputs = (
+            problem.throughputs if self.heterogeneity_aware else agnostic_throughputs(problem)
+        )
+        x0 = isolated_allocation(problem.scale_factors, problem.capacity)
+        isolated = (throughputs * x0).sum(axis=1)
+        remaining = problem.steps_remaining
+        attained = self._credit(keys, remaining, isolated)
+        # Updated before solving, as Gavel does, so a failed solve does not skew the next call.
+        self._previous = {
+            k: (float(r), float(i)) for k, r, i in zip(keys, remaining, isolated, strict=True)
+        }
+
+        counted = (remaining > 0) & (isolated > 0)
+        fractions = np.zeros_like(throughputs)
+        if not counted.any():
+            return Allocation(keys, problem.worker_types, fractions, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            horizon = (attained + remaining / isolated) / problem.priority_weights
+        ftf = FinishTimeProblem(
+            throughputs=throughputs[counted],
+            scale=problem.scale_factors[counted],
+            capacity=problem.capacity,
+            remaining=remaining[counted],
+            elapsed=problem.times_since_arrival[counted],
+            horizon=horizon[counted],
+            isolated=x0[counted],
+        )
+        if solver.uses_fast_path:
+            x = bisect_matrix(ftf, solver)
+        else:
+            sub = subproblem(problem, counted, ftf.throughputs)
+            if ProblemClass.NLP in SOLVER_CLASSES.get(solver.name, frozenset()):
+                x = solve_direct(ftf, sub, solver)
+            else:
+                x = bisect_pyomo(ftf, sub, solver)
+        fractions[counted] = x
+        return Allocation(keys, problem.worker_types, fractions, float(ftf.ratios(x).max()))
+
+    def _credit(
+        self, keys: tuple[int, ...], remaining: np.ndarray, isolated: np.ndarray
+    ) -> np.ndarray:
+        """C_j += (R_prev - R_now) / iso_prev for jobs seen last call; a new job starts at 0."""
+        attained = np.empty(len(keys))
+        for row, key in enumerate(keys):
+            credit = self._attained.get(key, 0.0)
+            previous = self._previous.get(key)
+            if previous is not None and previous[1] > 0:
+                credit += (previous[0] - remaining[row]) / previous[1]
+            self._attained[key] = attained[row] = credit
+        return attained
+
+
+# --------------------------------------------------------------------------- HiGHS bisection
+
+
+def feasibility_lp(ftf: FinishTimeProblem, demand: np.ndarray) -> tuple[MatrixLP, np.ndarray]:
+    """a_j(x) >= demand_j plus the shared constraints, columns x[j, w] row-major.
+
+    Rows 0..m-1 hold a_j(x) / iso_rate_j (scaled so both sides are about 1), rows m..2m-1
+    sum_w x[j, w] <= 1, rows 2m..2m+n-1 the capacity. Returns the LP and the row scale.
+    """
+    m, n = ftf.throughputs.shape
+    start, index = _feasibility_pattern(m, n)
+    scale_rows = (ftf.throughputs * ftf.isolated).sum(axis=1)
+    value = np.empty((m, n, 3))
+    value[:, :, 0] = ftf.throughputs / scale_rows[:, None]
+    value[:, :, 1] = 1.0
+    value[:, :, 2] = ftf.scale[:, None]
+    lp = MatrixLP(
+        cost=np.zeros(m * n),
+        col_lower=np.zeros(m * n),
+        # No x <= 1 bounds: implied by the rows (and they would move the interior point).
+        col_upper=np.full(m * n, np.inf),
+        row_lower=np.concatenate([demand / scale_rows, np.full(m + n, -np.inf)]),
+        row_upper=np.concatenate([np.full(m, np.inf), np.ones(m), ftf.capacity]),
+        a_start=start,
+        a_index=index,
+        a_value=value.ravel(),
+    )
+    return lp, scale_rows
+
+
+@lru_cache(maxsize=64)
+def _feasibility_pattern(m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Column starts and row indices of feasibility_lp, which depend only on its size."""
+    jobs = np.repeat(np.arange(m), n)
+    types = np.tile(np.arange(n), m)
+    index = np.stack([jobs, m + jobs, 2 * m + types], axis=1).ravel().astype(np.int32)
+    start = np.arange(0, 3 * m * n + 1, 3, dtype=np.int32)
+    return start, index
+
+
+def bisect_matrix(ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
+    """Bisection on rho with warm-started dual simplex, then one interior-point solve."""
+    import highspy
+
+    m, n = ftf.throughputs.shape
+    lower, upper = ftf.lower_bound, ftf.upper_bound
+    best = ftf.isolated
+    lp, scale_rows = feasibility_lp(ftf, ftf.demand(upper))
+    highs = simplex_highs(spec)
+    highs.passModel(highs_lp(lp))
+    rows = np.arange(m, dtype=np.int32)
+    no_upper = np.full(m, np.inf)
+    infeasible = (
+        highspy.HighsModelStatus.kInfeasible,
+        highspy.HighsModelStatus.kUnboundedOrInfeasible,
+    )
+    for _ in range(_MAX_STEPS):
+        if upper - lower <= RELATIVE_GAP * upper:
+            break
+        rho = 0.5 * (lower + upper)
+        highs.changeRowsBounds(m, rows, ftf.demand(rho) / scale_rows, no_upper)
+        highs.run()
+        status = highs.getModelStatus()
+        if status == highspy.HighsModelStatus.kOptimal:
+            x = np.asarray(highs.getSolution().col_value).reshape(m, n)
+            # The vertex's own ratio is often below rho; within tolerances it may be a hair
+            # above, so the bound moves at least to rho.
+            upper = min(rho, float(ftf.ratios(x).max()))
+            best = x
+        elif status in infeasible:
+            lower = rho
+        else:
+            raise SolverError(f"HiGHS ended with {highs.modelStatusToString(status)} (FTF step)")
+    best = clean_fractions(best)
+    final_lp, _ = feasibility_lp(ftf, ftf.demand(upper))
+    try:
+        interior = clean_fractions(solve_matrix_lp(final_lp, spec).reshape(m, n))
+    except SolverError:
+        return best  # the thin set defeated the interior-point method: keep the vertex
+    reached = max(upper, float(ftf.ratios(best).max()))
+    if ftf.ratios(interior).max() <= reached * (1 + RELATIVE_GAP):
+        return interior
+    return best
+
+
+# --------------------------------------------------------------------------- Pyomo paths
+
+
+def bisect_pyomo(ftf: FinishTimeProblem, sub: PolicyInput, spec: SolverSpec) -> np.ndarray:
+    """The same bisection for any LP solver: each step maximises a level l with
+    a_j(x) >= l * demand_j(rho), so it is always feasible, and rho is feasible iff l >= 1."""
+    m, n = ftf.throughputs.shape
+    scale_rows = (ftf.throughputs * ftf.isolated).sum(axis=1)
+    coefficients = ftf.throughputs / scale_rows[:, None]
+    model = base_model(sub)
+    model.level = pyo.Var()
+    model.demand = pyo.Param(model.J, mutable=True, initialize=1.0)
+    model.objective = pyo.Objective(expr=model.level, sense=pyo.maximize)
+    model.target = pyo.Constraint(
+        model.J,
+        rule=lambda mo, j: (
+            sum(float(coefficients[j, w]) * mo.x[j, w] for w in mo.W) >= mo.demand[j] * mo.level
+        ),
+    )
+    lower, upper = ftf.lower_bound, ftf.upper_bound
+    best = ftf.isolated
+    for _ in range(_MAX_STEPS):
+        if upper - lower <= RELATIVE_GAP * upper:
+            break
+        rho = 0.5 * (lower + upper)
+        for j, value in enumerate(ftf.demand(rho) / scale_rows):
+            model.demand[j] = float(value)
+        solve_pyomo(model, spec)
+        x = model_fractions(model, m, n)
+        reached = float(ftf.ratios(x).max())  # any allocation bounds the optimum from above
+        if reached < upper:
+            upper, best = reached, x
+        if pyo.value(model.level) >= 1.0 - _LEVEL_TOLERANCE:
+            upper = min(upper, rho)
+        else:
+            lower = rho
+    return clean_fractions(best)
+
+
+def solve_direct(ftf: FinishTimeProblem, sub: PolicyInput, spec: SolverSpec) -> np.ndarray:
+    """The non-linear model (see the module docstring), started from the isolated allocation."""
+    m, n = ftf.throughputs.shape
+    coefficients = ftf.throughputs * (ftf.horizon / ftf.remaining)[:, None]  # b_j per x[j, w]
+    start_b = (coefficients * ftf.isolated).sum(axis=1)
+    model = base_model(sub)
+    for (j, w), var in model.x.items():
+        var.value = float(ftf.isolated[j, w])
+    model.b = pyo.Var(model.J, domain=pyo.NonNegativeReals, initialize=lambda _, j: start_b[j])
+    model.u = pyo.Var(
+        model.J, domain=pyo.NonNegativeReals, initialize=lambda _, j: 1.0 / start_b[j]
+    )
+    model.rho = pyo.Var(initialize=ftf.upper_bound)
+    model.objective = pyo.Objective(expr=model.rho, sense=pyo.minimize)
+    model.b_is_throughput = pyo.Constraint(
+        model.J,
+        rule=lambda mo, j: mo.b[j] == sum(float(coefficients[j, w]) * mo.x[j, w] for w in mo.W),
+    )
+    model.time_left = pyo.Constraint(model.J, rule=lambda mo, j: mo.b[j] * mo.u[j] >= 1.0)
+    model.ratio = pyo.Constraint(
+        model.J,
+        rule=lambda mo, j: float(ftf.elapsed[j] / ftf.horizon[j]) + mo.u[j] <= mo.rho,
+    )
+    solve_pyomo(model, spec)
+    return model_fractions(model, m, n)
+
+
+@hookimpl
+def register_policies(register: Register) -> None:
+    register(FinishTimeFairness(heterogeneity_aware=False))
+    register(FinishTimeFairness(heterogeneity_aware=True))

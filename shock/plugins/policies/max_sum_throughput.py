@@ -1,0 +1,79 @@
+"""Maximum total throughput (Gavel OSDI'20 section 4.2, "maximize total throughput").
+
+    maximise_x  sum_j w_j a_j(x) / T_best_j,   a_j(x) = sum_w T[j, w] x[j, w],
+    subject to the shared constraints (time_fraction_lp),
+
+with T_best_j = max_w T[j, w]. Gavel sums raw steps/s, which are not comparable between
+models (a recommendation model makes thousands of steps/s, a ResNet-50 a handful), so its sum
+is decided by whichever jobs step fastest. Here each job's throughput counts as the fraction
+of its best isolated throughput it gets (between 0 and 1), times its priority weight; a gang
+spends sf_j GPUs for that, so the LP prefers jobs with a high normalised throughput per GPU.
+A job that runs on no type counts 0.
+
+An LP; HiGHS' interior-point method returns the centre of the optimal face, so equally good
+jobs share evenly instead of one vertex taking everything.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pyo
+
+from shock.core.hookspecs import Register, hookimpl
+from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.solver import MatrixLP, SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.plugins.policies.rate_lp import (
+    base_triplets,
+    matrix_lp,
+    normalised_throughput_coefficients,
+)
+from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
+
+
+def throughput_lp(coefficients: np.ndarray, scale: np.ndarray, capacity: np.ndarray) -> MatrixLP:
+    """minimise -sum c x; rows 0..m-1 sum_w x[j, w] <= 1, rows m..m+n-1 capacity."""
+    m, n = coefficients.shape
+    return matrix_lp(
+        cost=-coefficients.ravel(),
+        col_bounds=(np.zeros(m * n), np.full(m * n, np.inf)),
+        row_bounds=(np.full(m + n, -np.inf), np.concatenate([np.ones(m), capacity])),
+        triplets=[base_triplets(scale, n, first_row=0)],
+    )
+
+
+class MaxSumThroughput(Policy):
+    name = "max_sum_throughput_perf"
+    description = "maximum total normalised throughput (heterogeneity-aware, Gavel)"
+    problem_class = ProblemClass.LP
+
+    def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
+        keys = tuple(job.job_id for job in problem.jobs)
+        if not keys:
+            return Allocation.empty(problem.worker_types)
+        coefficients = normalised_throughput_coefficients(problem)
+        m, n = coefficients.shape
+        if not coefficients.any():  # nothing runs anywhere: nothing to gain
+            return Allocation(keys, problem.worker_types, np.zeros((m, n)), 0.0)
+        if solver.uses_fast_path:
+            lp = throughput_lp(coefficients, problem.scale_factors, problem.capacity)
+            fractions = clean_fractions(solve_matrix_lp(lp, solver).reshape(m, n))
+        else:
+            model = base_model(problem)
+            model.objective = pyo.Objective(
+                expr=sum(
+                    float(coefficients[j, w]) * model.x[j, w]
+                    for j in model.J
+                    for w in model.W
+                    if coefficients[j, w] != 0
+                ),
+                sense=pyo.maximize,
+            )
+            solve_pyomo(model, solver)
+            fractions = model_fractions(model, m, n)
+        objective = float((coefficients * fractions).sum())
+        return Allocation(keys, problem.worker_types, fractions, objective)
+
+
+@hookimpl
+def register_policies(register: Register) -> None:
+    register(MaxSumThroughput())

@@ -1,0 +1,114 @@
+"""Minimum makespan (Gavel OSDI'20 section 4.2, "minimize makespan"), agnostic and -aware.
+
+Finish every active job's remaining steps R_j as early as possible at the current rates:
+
+    minimise_x,T  T   s.t.  a_j(x) = sum_w T[j, w] x[j, w] >= R_j / T   for every job,
+                           and the shared constraints (time_fraction_lp).
+
+Gavel bisects over T with a feasibility LP per step (to a 5% bracket). The demands R_j / T all
+scale with the same 1 / T, so the bisection is not needed: with l = 1 / T the problem is the
+single LP
+
+    maximise l   s.t.  a_j(x) / R_j >= l,
+
+whose optimum l* gives the exact minimum makespan T* = 1 / l*. It is max-min fairness' LP
+with rates T[j, w] / R_j, so it uses that policy's matrix form; the rates are scaled by the
+isolated allocation's makespan (rate_lp.isolated_allocation), which puts l* at about 1, where
+the solver's tolerances are relative. HiGHS' interior-point method returns the centre of the
+optimal face (jobs off the critical path get slack), as Gavel's ECOS returns an interior point
+of its last feasible step.
+
+`min_total_duration` is the heterogeneity-agnostic variant: like Gavel's other agnostic
+policies it sees every type as fast as the job's V100 (its best type without one), so it
+balances the remaining V100-time of the jobs. (Gavel's own `min_total_duration` CLI name is
+its heterogeneity-aware class; `min_total_duration_perf` here is that one.)
+
+A job with no steps left needs no time and gets none; a job that runs on no type could never
+finish, so it gets no time and the makespan is over the others.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pyo
+
+from shock.core.hookspecs import Register, hookimpl
+from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.solver import SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.plugins.policies.max_min_fairness import MaxMinFairness
+from shock.plugins.policies.rate_lp import (
+    agnostic_throughputs,
+    isolated_allocation,
+    subproblem,
+)
+from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
+
+
+def makespan(throughputs: np.ndarray, remaining: np.ndarray, fractions: np.ndarray) -> float:
+    """max_j R_j / a_j(x) over jobs with steps left (inf if one of them gets no throughput)."""
+    rates = (throughputs * fractions).sum(axis=1)
+    left = remaining > 0
+    if not left.any():
+        return 0.0
+    with np.errstate(divide="ignore"):
+        return float(np.max(np.where(rates[left] > 0, remaining[left] / rates[left], np.inf)))
+
+
+class MinTotalDuration(Policy):
+    problem_class = ProblemClass.LP
+
+    def __init__(self, heterogeneity_aware: bool) -> None:
+        self.heterogeneity_aware = heterogeneity_aware
+        self.name = "min_total_duration_perf" if heterogeneity_aware else "min_total_duration"
+        self.description = (
+            "minimum makespan of the active jobs (heterogeneity-aware, Gavel)"
+            if heterogeneity_aware
+            else "minimum makespan, every type at the job's V100 throughput"
+        )
+
+    def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
+        keys = tuple(job.job_id for job in problem.jobs)
+        if not keys:
+            return Allocation.empty(problem.worker_types)
+        throughputs = (
+            problem.throughputs if self.heterogeneity_aware else agnostic_throughputs(problem)
+        )
+        remaining = problem.steps_remaining
+        x0 = isolated_allocation(problem.scale_factors, problem.capacity)
+        isolated = (throughputs * x0).sum(axis=1)
+        counted = (remaining > 0) & (isolated > 0)
+        fractions = np.zeros_like(throughputs)
+        if not counted.any():
+            return Allocation(keys, problem.worker_types, fractions, 0.0)
+        sub_throughputs = throughputs[counted]
+        sub_remaining = remaining[counted]
+        # Time unit: the isolated allocation's makespan, so the optimal level is >= 1 and O(1).
+        unit = float(np.max(sub_remaining / isolated[counted]))
+        rates = sub_throughputs * (unit / sub_remaining)[:, None]
+        scale = problem.scale_factors[counted]
+        m, n = rates.shape
+        if solver.uses_fast_path:
+            solution = solve_matrix_lp(
+                MaxMinFairness.matrix_lp(rates, scale, problem.capacity), solver
+            )
+            x = clean_fractions(solution[:-1].reshape(m, n))
+        else:
+            sub = subproblem(problem, counted, sub_throughputs)
+            model = base_model(sub)
+            model.level = pyo.Var()
+            model.objective = pyo.Objective(expr=model.level, sense=pyo.maximize)
+            model.finish = pyo.Constraint(
+                model.J,
+                rule=lambda mo, j: sum(float(rates[j, w]) * mo.x[j, w] for w in mo.W) >= mo.level,
+            )
+            solve_pyomo(model, solver)
+            x = model_fractions(model, m, n)
+        fractions[counted] = x
+        objective = makespan(sub_throughputs, sub_remaining, x)
+        return Allocation(keys, problem.worker_types, fractions, objective)
+
+
+@hookimpl
+def register_policies(register: Register) -> None:
+    register(MinTotalDuration(heterogeneity_aware=False))
+    register(MinTotalDuration(heterogeneity_aware=True))
