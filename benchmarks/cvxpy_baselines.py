@@ -67,7 +67,7 @@ def isolated_allocation(problem: PolicyInput) -> np.ndarray:
 
 
 class CvxpyFinishTimeFairness(Policy):
-    """Gavel's FinishTimeFairness_Perf (notes §5) as cvxpy + ECOS:
+    """Gavel's FinishTimeFairness_Perf as cvxpy + ECOS:
 
     minimise max_i (t_i + R_i * inv_pos(sum_w T[i, w] x[i, w])) / (C_i + R_i / iso_i)
 
@@ -151,7 +151,7 @@ class CvxpyFinishTimeFairness(Policy):
 
 
 class CvxpyMaxMinFairnessPacked(Policy):
-    """Gavel's MaxMinFairness_Packing (notes §3c) as cvxpy + ECOS.
+    """Gavel's MaxMinFairness_Packing as cvxpy + ECOS.
 
     Rows are every job alone plus every pair of jobs with the same scale factor (with pair
     throughputs from the table); a job's normalised throughput sums its own throughput over
