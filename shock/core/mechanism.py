@@ -166,7 +166,7 @@ class Mechanism:
         self.need_allocation = True
         self.last_reset_s = 0.0
         self.allocation: Allocation = Allocation.empty(self.worker_types)
-        self.previous_round: dict[UnitKey, tuple[int, tuple[int, ...]]] = {}
+        self.previous_round: dict[UnitKey, Assignment] = {}
         self.stats = MechanismStats()
 
     # Jobs entering and leaving.
@@ -228,6 +228,12 @@ class Mechanism:
         unit = assignment.unit
         unit.time_so_far[assignment.column] += exec_s
         self.worker_time[assignment.column] += exec_s
+        if type(unit) is JobState:  # a job alone: the common case, kept lean
+            unit.steps_done += steps if isinstance(steps, int | float) else steps[0]
+            if unit.steps_done >= unit.total_steps:
+                self._remove(unit)
+                return [unit]
+            return []
         per_member = (steps,) if isinstance(steps, int | float) else steps
         finished = []
         for job, done in zip(unit.members, per_member, strict=True):
@@ -422,15 +428,17 @@ class Mechanism:
                 if left == 0:
                     break
                 size = unit.scale_factor
+                ids = unit.member_ids
                 if (
                     size > left
-                    or not selected.isdisjoint(unit.member_ids)
+                    or ids[0] in selected
+                    or (len(ids) > 1 and ids[1] in selected)
                     or unit.rates[column] <= 0
                     or (not backfill and priority <= 0)
                 ):
                     continue
                 left -= size
-                selected.update(unit.member_ids)
+                selected.update(ids)
                 picked.append(unit)
             chosen[column] = picked
         return chosen
@@ -439,8 +447,6 @@ class Mechanism:
         assignments: list[Assignment] = []
         previous = self.previous_round
         hold = self.config.hold_unallocated_jobs
-        sensitive = self.config.placement_sensitive
-        server_of = self.server_of_gpu
         extends_leases = getattr(self.placement, "extends_leases", False)
         for column in order:
             runnable = chosen[column]
@@ -448,44 +454,51 @@ class Mechanism:
                 runnable = [unit for unit in runnable if unit.allocation is not None]
             if not runnable:
                 continue
-            kept_gpus: dict[UnitKey, tuple[int, ...]] = {}
+            stayed: dict[UnitKey, Assignment] = {}
             for unit in runnable:
                 last = previous.get(unit.key)
-                if last is not None and last[0] == column:
-                    kept_gpus[unit.key] = last[1]
-            get_kept = kept_gpus.get
-            if extends_leases and len(kept_gpus) == len(runnable):
-                gpus_of = kept_gpus  # everyone stays where they were; placement would agree
-            else:
-                requests = [
-                    PlacementRequest(unit.key, unit.scale_factor, get_kept(unit.key))
-                    for unit in runnable
-                ]
-                gpus_of = self.placement.place(self.servers_by_column[column], requests)
-            worker_type = self.worker_types[column]
-            append = assignments.append
+                if last is not None and last.column == column:
+                    stayed[unit.key] = last
+            if extends_leases and len(stayed) == len(runnable):
+                # Everyone stays where they were; placement would agree. Reuse the assignments
+                # (immutable), marked as having kept their GPUs.
+                for unit in runnable:
+                    last = stayed[unit.key]
+                    assignments.append(last if last.kept_gpus else last._replace(kept_gpus=True))
+                continue
+            requests = [
+                PlacementRequest(unit.key, unit.scale_factor, last.gpus if last else None)
+                for unit in runnable
+                for last in (stayed.get(unit.key),)
+            ]
+            gpus_of = self.placement.place(self.servers_by_column[column], requests)
             for unit in runnable:
-                key = unit.key
-                gpus = gpus_of[key]
-                rates = unit.member_rates(column)
-                if (
-                    sensitive
-                    and isinstance(unit, JobState)
-                    and len(gpus) > 1
-                    and len({server_of[g] for g in gpus}) > 1
-                ):
-                    rates = (unit.unconsolidated_rates[column],)
-                append(Assignment(unit, column, worker_type, gpus, rates, get_kept(key) == gpus))
+                gpus = gpus_of[unit.key]
+                last = stayed.get(unit.key)
+                kept = last is not None and last.gpus == gpus
+                assignments.append(self._assignment(unit, column, gpus, kept))
         return assignments
 
+    def _assignment(self, unit: Unit, column: int, gpus: tuple[int, ...], kept: bool) -> Assignment:
+        if type(unit) is JobState:
+            rate = unit.rates[column]
+            spread = len(gpus) > 1 and len({self.server_of_gpu[g] for g in gpus}) > 1
+            if spread and self.config.placement_sensitive:
+                rate = unit.unconsolidated_rates[column]
+            rates: tuple[float, ...] = (rate,)
+        else:
+            rates = unit.member_rates(column)
+        return Assignment(unit, column, self.worker_types[column], gpus, rates, kept)
+
     def _count_leases(self, assignments: list[Assignment]) -> None:
-        now_running = {a.unit.key: (a.column, a.gpus) for a in assignments}
+        now_running = {a.unit.key: a for a in assignments}
         active, pairs = self.active, self.pairs
         opportunities = extensions = 0
-        for key, placement in self.previous_round.items():
-            if key in pairs if isinstance(key, tuple) else key in active:
+        for key, before in self.previous_round.items():
+            if key in active or key in pairs:
                 opportunities += 1
-                if now_running.get(key) == placement:
+                now = now_running.get(key)
+                if now is not None and now.column == before.column and now.gpus == before.gpus:
                     extensions += 1
         self.stats.lease_opportunities += opportunities
         self.stats.lease_extensions += extensions
