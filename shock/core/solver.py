@@ -397,12 +397,10 @@ def _highs_for(spec: SolverSpec) -> Any:
     return highs
 
 
-def solve_matrix_lp(lp: MatrixLP, spec: SolverSpec) -> np.ndarray:
-    """Solve an LP with HiGHS' interior-point method and return x (crossover runs only when
-    the interior point is imprecise, so the solution stays inside the optimal face)."""
+def highs_lp(lp: MatrixLP) -> Any:
+    """The LP as a highspy.HighsLp (for a HiGHS instance driven directly)."""
     import highspy
 
-    highs = _highs_for(spec)
     model = highspy.HighsLp()
     model.num_col_ = len(lp.cost)
     model.num_row_ = len(lp.row_lower)
@@ -415,7 +413,16 @@ def solve_matrix_lp(lp: MatrixLP, spec: SolverSpec) -> np.ndarray:
     model.a_matrix_.start_ = lp.a_start
     model.a_matrix_.index_ = lp.a_index
     model.a_matrix_.value_ = lp.a_value
-    highs.passModel(model)
+    return model
+
+
+def solve_matrix_lp(lp: MatrixLP, spec: SolverSpec) -> np.ndarray:
+    """Solve an LP with HiGHS' interior-point method and return x (crossover runs only when
+    the interior point is imprecise, so the solution stays inside the optimal face)."""
+    import highspy
+
+    highs = _highs_for(spec)
+    highs.passModel(highs_lp(lp))
     highs.run()
     status = highs.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:

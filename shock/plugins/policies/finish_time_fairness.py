@@ -50,10 +50,16 @@ import pyomo.environ as pyo
 from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
-from shock.core.solver import SOLVER_CLASSES, MatrixLP, SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.core.solver import (
+    SOLVER_CLASSES,
+    MatrixLP,
+    SolverSpec,
+    highs_lp,
+    solve_matrix_lp,
+    solve_pyomo,
+)
 from shock.plugins.policies.rate_lp import (
     agnostic_throughputs,
-    highs_lp,
     isolated_allocation,
     simplex_highs,
     subproblem,

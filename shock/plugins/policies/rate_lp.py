@@ -139,25 +139,6 @@ def matrix_lp(
     )
 
 
-def highs_lp(lp: MatrixLP) -> Any:
-    """The same LP as a highspy.HighsLp (for a HiGHS instance driven directly)."""
-    import highspy
-
-    model = highspy.HighsLp()
-    model.num_col_ = len(lp.cost)
-    model.num_row_ = len(lp.row_lower)
-    model.col_cost_ = lp.cost
-    model.col_lower_ = lp.col_lower
-    model.col_upper_ = lp.col_upper
-    model.row_lower_ = lp.row_lower
-    model.row_upper_ = lp.row_upper
-    model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    model.a_matrix_.start_ = lp.a_start
-    model.a_matrix_.index_ = lp.a_index
-    model.a_matrix_.value_ = lp.a_value
-    return model
-
-
 _SIMPLEX_INSTANCES: dict[float | None, Any] = {}
 
 
