@@ -294,6 +294,9 @@ class Mechanism:
             )
             for worker_type in self.worker_types
         ]
+        if first.spec.job_type == second.spec.job_type:
+            # Identical jobs are interchangeable: each gets the mean of the two measurements.
+            pair_rates = [((a + b) / 2, (a + b) / 2) for a, b in pair_rates]
         n = len(self.worker_types)
         pair = PairState(
             key=key,
