@@ -1,12 +1,14 @@
 """Gavel-preset simulations: shock's wall time and results beside an in-run baseline.
 
-Runs `max_min_fairness_perf` with `--preset gavel` on two generated traces (Gavel's workload
+Runs `max_min_fairness_perf` (and `finish_time_fairness_perf` on the second trace) with
+`--preset gavel` on two generated traces (Gavel's workload
 model and random streams):
   static:     100 single-GPU jobs at t = 0 on 4:4:4 (all jobs measured)
   continuous: 5,600 single-GPU jobs at 1.4 jobs/h on 12:12:12, measured over jobs 4000-4999
 The baseline is the same simulation with the policy formulated as Gavel does it (a cvxpy
 problem solved by ECOS at every allocation), timed in the same run. Gavel's own simulator on
-this kind of machine needs about 4 s and 104 s for these runs (numbers given in issue 2):
+this kind of machine needs about 4 s and 104 s for these runs, and 351 s for
+finish_time_fairness_perf on the second (numbers given in issue 2):
 the last column is shock's speed-up against those.
 
     python benchmarks/simulate.py [--quick] [--no-baseline] [--json results.json]
@@ -42,6 +44,8 @@ class Scenario:
     cluster: str
     window: tuple[int, int] | None
     gavel_seconds: float  # Gavel's own simulator on this kind of machine (issue 2)
+    policy: str = "max_min_fairness_perf"
+    baseline: str | None = "cvxpy_max_min_fairness_perf"
 
 
 SCENARIOS = (
@@ -52,6 +56,16 @@ SCENARIOS = (
         "12:12:12",
         (4000, 5000),
         104.0,
+    ),
+    # A cvxpy baseline here would take ~10 minutes; Gavel's own time is the reference.
+    Scenario(
+        "continuous",
+        WorkloadConfig(num_jobs=5600, jobs_per_hour=1.4, seed=0),
+        "12:12:12",
+        (4000, 5000),
+        351.0,
+        policy="finish_time_fairness_perf",
+        baseline=None,
     ),
 )
 
@@ -79,9 +93,10 @@ def main() -> None:
     args = parser.parse_args()
     registry = PluginRegistry(load_plugins(extra_plugins=[cvxpy_baselines]))
     console = Console(width=160)
-    table = Table(title="Gavel-preset simulation: max_min_fairness_perf")
+    table = Table(title="Gavel-preset simulations")
     for column in (
         "scenario",
+        "policy",
         "run",
         "jobs",
         "avg JCT (h)",
@@ -97,20 +112,16 @@ def main() -> None:
     documents = []
     scenarios = SCENARIOS[:1] if args.quick else SCENARIOS
     for scenario in scenarios:
-        shock_result = simulate(registry, scenario, "max_min_fairness_perf")
+        shock_result = simulate(registry, scenario, scenario.policy)
         runs = [("shock (HiGHS)", shock_result)]
-        if not args.no_baseline:
-            runs.append(
-                (
-                    "baseline (cvxpy+ECOS)",
-                    simulate(registry, scenario, "cvxpy_max_min_fairness_perf"),
-                )
-            )
+        if scenario.baseline and not args.no_baseline:
+            runs.append(("baseline (cvxpy+ECOS)", simulate(registry, scenario, scenario.baseline)))
         for label, result in runs:
             m = result.metrics
             baseline = runs[-1][1].metrics.wall_s if len(runs) > 1 else None
             table.add_row(
                 scenario.name,
+                scenario.policy,
                 label,
                 str(m.jobs),
                 f"{m.avg_jct_s / 3600:.3f}",
