@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from feasibility import check_feasible
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
@@ -200,17 +201,6 @@ def policy_inputs(draw: st.DrawFn, max_jobs: int = 8) -> PolicyInput:
     scale_factors = draw(st.lists(st.sampled_from([1, 2, 4]), min_size=m, max_size=m))
     weights = draw(st.lists(st.sampled_from([1.0, 2.0, 5.0]), min_size=m, max_size=m))
     return problem(capacity, throughputs, scale_factors, weights)
-
-
-def check_feasible(p: PolicyInput, allocation: Allocation) -> None:
-    x = allocation.fractions
-    assert x.shape == (len(p.jobs), len(p.worker_types))
-    assert allocation.keys == tuple(j.job_id for j in p.jobs)
-    assert allocation.worker_types == p.worker_types
-    assert np.all(np.isfinite(x))
-    assert np.all(x >= 0)
-    assert np.all(x.sum(axis=1) <= 1 + 1e-6)
-    assert np.all(p.scale_factors @ x <= p.capacity + 1e-6)
 
 
 def reference_max_min(p: PolicyInput, heterogeneity_aware: bool) -> float:

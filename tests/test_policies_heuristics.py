@@ -8,6 +8,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from feasibility import check_feasible as check_allocation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -64,14 +65,7 @@ def problem(
 
 
 def check_feasible(p: PolicyInput, allocation: Allocation) -> None:
-    x = allocation.fractions
-    assert x.shape == (len(p.jobs), len(p.worker_types))
-    assert allocation.keys == tuple(j.job_id for j in p.jobs)
-    assert allocation.worker_types == p.worker_types
-    assert np.all(np.isfinite(x))
-    assert np.all(x >= 0)
-    assert np.all(x.sum(axis=1) <= 1 + 1e-9)
-    assert np.all(p.scale_factors @ x <= p.capacity + 1e-9)
+    check_allocation(p, allocation, tolerance=1e-9)
 
 
 # --------------------------------------------------------------------------- registration
