@@ -202,3 +202,42 @@ def test_gandiva_keeps_good_pairs_and_never_retries_bad_ones() -> None:
         assert not (pairs & rejected)  # a rejected pair never comes back
         rejected = set(policy._rejected)
         kept = pairs
+
+
+def _pair_progress(problem: PolicyInput, allocation: Allocation) -> np.ndarray:
+    """Each job's steps/s under an allocation of singles and pairs (table throughputs)."""
+    keys = [(job.job_type, job.scale_factor) for job in problem.jobs]
+    row_of = {job.job_id: row for row, job in enumerate(problem.jobs)}
+    progress = np.zeros(len(problem.jobs))
+    for key, fractions in zip(allocation.keys, allocation.fractions, strict=True):
+        if isinstance(key, int):
+            progress[row_of[key]] += fractions @ problem.throughputs[row_of[key]]
+            continue
+        a, b = row_of[key[0]], row_of[key[1]]
+        rates = np.array([TABLE.pair_throughput(keys[a], keys[b], w) for w in TYPES])
+        if keys[a] == keys[b]:
+            rates = np.repeat(rates.mean(axis=1, keepdims=True), 2, axis=1)
+        progress[a] += fractions @ rates[:, 0]
+        progress[b] += fractions @ rates[:, 1]
+    return progress
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(instances)
+def test_packed_makespan_is_optimal_achieved_and_never_worse(case: tuple) -> None:
+    from shock.plugins.policies.min_total_duration import MinTotalDuration, MinTotalDurationPacked
+
+    keys, capacity, weights = case
+    problem = instance(keys, capacity, weights)
+    policy = MinTotalDurationPacked()
+    by_class = policy.allocate(problem, SolverSpec())
+    by_job = policy.allocate(problem, SolverSpec(fast_path=False))
+    alone = MinTotalDuration(heterogeneity_aware=True).allocate(problem, SolverSpec())
+    assert by_class.objective is not None and by_job.objective is not None
+    assert alone.objective is not None
+    assert by_class.objective == pytest.approx(by_job.objective, rel=1e-6)
+    assert by_class.objective <= alone.objective * (1 + 1e-6)
+    check_feasible(problem, by_class)
+    # Every job finishes its remaining steps within the reported makespan.
+    finish = problem.steps_remaining / _pair_progress(problem, by_class)
+    assert finish.max() <= by_class.objective * (1 + 1e-5)

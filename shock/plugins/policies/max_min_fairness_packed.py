@@ -51,21 +51,36 @@ class MaxMinFairnessPacked(Policy):
     description = "LAS / max-min fairness with space sharing (pairs of jobs on one gang)"
     problem_class = ProblemClass.LP
 
+    def progress_weights(self, problem: PolicyInput) -> np.ndarray:
+        """Each job's weight in the max-min objective (0: the job is not in it)."""
+        return np.asarray(
+            problem.scale_factors / problem.priority_weights / _equal_share_throughput(problem)
+        )
+
+    def objective(self, problem: PolicyInput, floor: float) -> float:
+        """The reported objective, from the optimal max-min level."""
+        return floor
+
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         if not problem.jobs:
             return Allocation.empty(problem.worker_types)
+        weights = self.progress_weights(problem)
         if solver.uses_fast_path:
-            return self._allocate_by_class(problem, solver)
-        model, units = self.pyomo_model(problem)
-        solve_pyomo(model, solver)
-        fractions = np.array(
-            [[max(0.0, model.x[u, w].value or 0.0) for w in model.W] for u in range(len(units))]
-        )
-        return _allocation(problem, units, fractions, float(pyo.value(model.floor)))
+            units, fractions, floor = self._solve_by_class(problem, weights, solver)
+        else:
+            model, units = self.pyomo_model(problem, weights)
+            solve_pyomo(model, solver)
+            fractions = np.array(
+                [[max(0.0, model.x[u, w].value or 0.0) for w in model.W] for u in range(len(units))]
+            )
+            floor = float(pyo.value(model.floor))
+        return _allocation(problem, units, fractions, self.objective(problem, floor))
 
     # The readable, job-level model (every solver; the reference for the class LP).
 
-    def pyomo_model(self, problem: PolicyInput) -> tuple[pyo.ConcreteModel, list[UnitKey]]:
+    def pyomo_model(
+        self, problem: PolicyInput, weight: np.ndarray
+    ) -> tuple[pyo.ConcreteModel, list[UnitKey]]:
         jobs = problem.jobs
         n = len(problem.worker_types)
         units: list[UnitKey] = [job.job_id for job in jobs]
@@ -90,8 +105,6 @@ class MaxMinFairnessPacked(Policy):
                 unit_size.append(float(a.scale_factor))
                 inside[(unit, i)] = rates[:, 0]
                 inside[(unit, j)] = rates[:, 1]
-        scale = problem.scale_factors
-        weight = scale / problem.priority_weights / _equal_share_throughput(problem)
         units_of_row: dict[int, list[int]] = {}
         for unit, row in inside:
             units_of_row.setdefault(row, []).append(unit)
@@ -116,19 +129,27 @@ class MaxMinFairnessPacked(Policy):
         model.fair = pyo.Constraint(
             model.J,
             rule=lambda m, j: (
-                m.floor
-                <= float(weight[j])
-                * sum(float(inside[(u, j)][w]) * m.x[u, w] for u in units_of_row[j] for w in m.W)
+                pyo.Constraint.Skip
+                if weight[j] == 0
+                else (
+                    m.floor
+                    <= float(weight[j])
+                    * sum(
+                        float(inside[(u, j)][w]) * m.x[u, w] for u in units_of_row[j] for w in m.W
+                    )
+                )
             ),
         )
         return model, units
 
     # The class-level matrix LP (HiGHS).
 
-    def _allocate_by_class(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
-        classes = job_classes(problem)
+    def _solve_by_class(
+        self, problem: PolicyInput, weights: np.ndarray, solver: SolverSpec
+    ) -> tuple[list[UnitKey], np.ndarray, float]:
+        classes = job_classes(problem, weights)
         pairs = class_pairs(problem, classes)
-        lp = _class_lp(problem, classes, pairs)
+        lp = _class_lp(problem, classes, pairs, weights[[c.rows[0] for c in classes]])
         solution = solve_matrix_lp(lp, solver)
         n = len(problem.worker_types)
         k = len(classes)
@@ -149,10 +170,12 @@ class MaxMinFairnessPacked(Policy):
                 ids = sorted((problem.jobs[a].job_id, problem.jobs[b].job_id))
                 units.append((ids[0], ids[1]))
                 rows.append(fractions * factor)
-        return _allocation(problem, units, np.array(rows), float(solution[-1]))
+        return units, np.array(rows), float(solution[-1])
 
 
-def _class_lp(problem: PolicyInput, classes: list[JobClass], pairs: list[ClassPair]) -> MatrixLP:
+def _class_lp(
+    problem: PolicyInput, classes: list[JobClass], pairs: list[ClassPair], weight: np.ndarray
+) -> MatrixLP:
     """Columns: x[class, w], then y[class pair, w] (per concrete pair), then the floor t.
     Rows: fairness per class (t - progress <= 0), time per class (<= 1), capacity per type."""
     n = len(problem.worker_types)
@@ -161,8 +184,6 @@ def _class_lp(problem: PolicyInput, classes: list[JobClass], pairs: list[ClassPa
     gang = np.array([c.scale_factor for c in classes], float)
     first_rows = [c.rows[0] for c in classes]
     isolated = problem.throughputs[first_rows]
-    weight = gang / np.array([c.priority_weight for c in classes])
-    weight = weight / _equal_share_throughput(problem)[first_rows]
     row_index: list[int] = []
     col_index: list[int] = []
     values: list[float] = []
@@ -197,7 +218,8 @@ def _class_lp(problem: PolicyInput, classes: list[JobClass], pairs: list[ClassPa
             put(cap + w, column, count * gang[a])
     floor = k * n + len(pairs) * n
     for c in range(k):
-        put(fair + c, floor, 1.0)
+        if weight[c] > 0:  # a class with weight 0 is not in the max-min objective
+            put(fair + c, floor, 1.0)
     num_rows = 2 * k + n
     matrix = sparse.csc_matrix((values, (row_index, col_index)), shape=(num_rows, floor + 1))
     matrix.sum_duplicates()

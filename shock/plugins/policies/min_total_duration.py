@@ -36,6 +36,7 @@ from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
 from shock.core.solver import SolverSpec, solve_matrix_lp, solve_pyomo
 from shock.plugins.policies.max_min_fairness import MaxMinFairness
+from shock.plugins.policies.max_min_fairness_packed import MaxMinFairnessPacked
 from shock.plugins.policies.rate_lp import (
     agnostic_throughputs,
     isolated_allocation,
@@ -108,7 +109,31 @@ class MinTotalDuration(Policy):
         return Allocation(keys, problem.worker_types, fractions, objective)
 
 
+class MinTotalDurationPacked(MaxMinFairnessPacked):
+    """Minimum makespan with space sharing: the packed max-min LP with job j's progress
+    weighted by 1 / R_j (jobs with no steps left are out of the objective), so its optimum
+    l* gives the minimum makespan T* = R_ref / l* (R_ref only scales l* to about 1)."""
+
+    name = "min_total_duration_packed"
+    description = "minimum makespan with space sharing (pairs of jobs on one gang)"
+
+    def progress_weights(self, problem: PolicyInput) -> np.ndarray:
+        remaining = problem.steps_remaining
+        reference = _reference_steps(remaining)
+        with np.errstate(divide="ignore"):
+            return np.where(remaining > 0, reference / remaining, 0.0)
+
+    def objective(self, problem: PolicyInput, floor: float) -> float:
+        return _reference_steps(problem.steps_remaining) / floor if floor > 0 else float("inf")
+
+
+def _reference_steps(remaining: np.ndarray) -> float:
+    left = remaining[remaining > 0]
+    return float(np.median(left)) if len(left) else 1.0
+
+
 @hookimpl
 def register_policies(register: Register) -> None:
     register(MinTotalDuration(heterogeneity_aware=False))
     register(MinTotalDuration(heterogeneity_aware=True))
+    register(MinTotalDurationPacked())

@@ -35,17 +35,13 @@ class ClassPair:
     rates: np.ndarray  # shape (worker types, 2)
 
 
-def job_classes(problem: PolicyInput) -> list[JobClass]:
+def job_classes(problem: PolicyInput, weights: np.ndarray) -> list[JobClass]:
     """Classes in order of first appearance. Jobs are alike only if their isolated throughputs
-    are the same too (a measured table may give one job type different speeds)."""
+    and their weights in the objective are the same too."""
     rows_of: dict[tuple[str, int, float, bytes], list[int]] = {}
     for row, job in enumerate(problem.jobs):
-        key = (
-            job.job_type,
-            job.scale_factor,
-            job.priority_weight,
-            problem.throughputs[row].tobytes(),
-        )
+        alike = problem.throughputs[row].tobytes() + weights[row].tobytes()
+        key = (job.job_type, job.scale_factor, job.priority_weight, alike)
         rows_of.setdefault(key, []).append(row)
     return [JobClass(t, s, w, tuple(rows)) for (t, s, w, _), rows in rows_of.items()]
 
