@@ -30,8 +30,8 @@ Semantics worth knowing:
   seed and the same sequence of problems give the same allocations.
 - **Objective.** For the policies whose objective is a min or max over jobs the whole
   allocation's objective follows from the parts' (max-min fairness: the smallest part floor;
-  finish-time fairness and makespan: the largest part's; sums for sum objectives); for any other policy it
-  is None.
+  finish-time fairness and makespan: the largest part's; sums for sum objectives); for any
+  other policy it is None.
 - **Keys.** The stacked allocation lists single-job keys in the problem's job order, then
   pair keys (space-sharing policies pair jobs only within a part) ordered by their members'
   positions.
