@@ -17,7 +17,20 @@ import numpy as np
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass, UnitKey
 from shock.core.solver import SolverSpec
+from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.max_min_fairness import normalised_rates
+
+
+def base_constraints(problem: PolicyInput, x: Any) -> list[Any]:
+    """Gavel's shared constraints on the time fractions x (jobs x worker types)."""
+    import cvxpy as cp
+
+    scale = np.tile(problem.scale_factors[:, None], (1, x.shape[1]))
+    return [
+        x >= 0,
+        cp.sum(x, axis=1) <= 1,
+        cp.sum(cp.multiply(scale, x), axis=0) <= problem.capacity,
+    ]
 
 
 class CvxpyMaxMinFairness(Policy):
@@ -38,12 +51,7 @@ class CvxpyMaxMinFairness(Policy):
         rates = normalised_rates(problem, self.heterogeneity_aware)
         m, n = rates.shape
         x = cp.Variable((m, n))
-        scale = np.tile(problem.scale_factors[:, None], (1, n))
-        constraints = [
-            x >= 0,
-            cp.sum(x, axis=1) <= 1,
-            cp.sum(cp.multiply(scale, x), axis=0) <= problem.capacity,
-        ]
+        constraints = base_constraints(problem, x)
         objective = cp.Maximize(cp.min(cp.sum(cp.multiply(rates, x), axis=1)))
         program = cp.Problem(objective, constraints)
         with warnings.catch_warnings():
@@ -56,14 +64,6 @@ class CvxpyMaxMinFairness(Policy):
 def _value(program: object) -> float | None:
     value = getattr(program, "value", None)
     return float(value) if value is not None and np.isfinite(value) else None
-
-
-def isolated_allocation(problem: PolicyInput) -> np.ndarray:
-    """Gavel's isolated share: N_w / m GPUs of every type per job, over its scale factor, each
-    row scaled down to sum to at most 1."""
-    m = len(problem.jobs)
-    x0 = (problem.capacity[None, :] / m) / problem.scale_factors[:, None]
-    return x0 / np.maximum(x0.sum(axis=1), 1.0)[:, None]
 
 
 class CvxpyFinishTimeFairness(Policy):
@@ -104,7 +104,7 @@ class CvxpyFinishTimeFairness(Policy):
             return Allocation.empty(problem.worker_types)
         throughputs = problem.throughputs
         m, n = throughputs.shape
-        x0 = isolated_allocation(problem)
+        x0 = isolated_fractions(problem.capacity, problem.scale_factors)
         isolated = (throughputs * x0).sum(axis=1)
         remaining = problem.steps_remaining
         elapsed = problem.times_since_arrival
@@ -118,12 +118,7 @@ class CvxpyFinishTimeFairness(Policy):
             attained[row] = attained_so_far
         isolated_time = attained + remaining / isolated
         x = cp.Variable((m, n))
-        scale = np.tile(problem.scale_factors[:, None], (1, n))
-        constraints = [
-            x >= 0,
-            cp.sum(x, axis=1) <= 1,
-            cp.sum(cp.multiply(scale, x), axis=0) <= problem.capacity,
-        ]
+        constraints = base_constraints(problem, x)
         worst: Any
         if self.vectorised:
             rate = cp.sum(cp.multiply(throughputs, x), axis=1)

@@ -27,9 +27,9 @@ from shock.core.policy import Policy, PolicyInput
 from shock.core.solver import SolverSpec
 from shock.plugins.policies.cost import CostNormalisedThroughput
 from shock.plugins.policies.finish_time_fairness import FinishTimeFairness
+from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.max_sum_throughput import MaxSumThroughput
 from shock.plugins.policies.min_total_duration import MinTotalDuration
-from shock.plugins.policies.rate_lp import isolated_allocation
 
 PRICES = np.array([0.9, 1.46, 2.48])  # k80, p100, v100 ($/GPU-hour)
 
@@ -39,7 +39,7 @@ def cvxpy_ftf(problem: PolicyInput, per_job: bool) -> float:
     import cvxpy as cp
 
     t, r, s = problem.throughputs, problem.steps_remaining, problem.scale_factors
-    isolated = (t * isolated_allocation(s, problem.capacity)).sum(axis=1)
+    isolated = (t * isolated_fractions(problem.capacity, s)).sum(axis=1)
     elapsed = problem.times_since_arrival
     x = cp.Variable(t.shape)
     if per_job:

@@ -72,9 +72,6 @@ class JobState:
     def remaining(self) -> float:
         return self.total_steps - self.steps_done
 
-    def member_rates(self, column: int) -> tuple[float, ...]:
-        return (self.rates[column],)
-
 
 @dataclass(slots=True)
 class PairState:
@@ -90,9 +87,6 @@ class PairState:
     deficit: list[float]
     allocation: list[float] | None = None
     member_ids: tuple[int, ...] = ()
-
-    def member_rates(self, column: int) -> tuple[float, ...]:
-        return self.pair_rates[column]
 
 
 Unit = JobState | PairState
@@ -490,7 +484,7 @@ class Mechanism:
                 rate = unit.unconsolidated_rates[column]
             rates: tuple[float, ...] = (rate,)
         else:
-            rates = unit.member_rates(column)
+            rates = unit.pair_rates[column]
         return Assignment(unit, column, self.worker_types[column], gpus, rates, kept)
 
     def _count_leases(self, assignments: list[Assignment]) -> None:

@@ -5,7 +5,7 @@ Job j's finish-time ratio under an allocation x is
     rho_j(x) = (t_j + R_j / a_j(x)) / (C_j + R_j / iso_j),    a_j(x) = sum_w T[j, w] x[j, w]
 
 with t_j the time since arrival, R_j the steps remaining, iso_j = a_j(x0) under the isolated
-allocation x0 (an equal 1/m share of every type, see rate_lp.isolated_allocation) and C_j the
+allocation x0 (an equal 1/m share of every type, see isolated.isolated_fractions) and C_j the
 isolated time already credited to the job: every call adds (R_prev - R_now) / iso_prev, the
 time the steps done since the last call would have taken in isolation (per-run state). The
 policy solves
@@ -58,9 +58,9 @@ from shock.core.solver import (
     solve_matrix_lp,
     solve_pyomo,
 )
+from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.rate_lp import (
     agnostic_throughputs,
-    isolated_allocation,
     simplex_highs,
     subproblem,
 )
@@ -137,7 +137,7 @@ class FinishTimeFairness(Policy):
         throughputs = (
             problem.throughputs if self.heterogeneity_aware else agnostic_throughputs(problem)
         )
-        x0 = isolated_allocation(problem.scale_factors, problem.capacity)
+        x0 = isolated_fractions(problem.capacity, problem.scale_factors)
         isolated = (throughputs * x0).sum(axis=1)
         remaining = problem.steps_remaining
         attained = self._credit(keys, remaining, isolated)

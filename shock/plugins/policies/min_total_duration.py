@@ -13,7 +13,7 @@ single LP
 
 whose optimum l* gives the exact minimum makespan T* = 1 / l*. It is max-min fairness' LP
 with rates T[j, w] / R_j, so it uses that policy's matrix form; the rates are scaled by the
-isolated allocation's makespan (rate_lp.isolated_allocation), which puts l* at about 1, where
+isolated allocation's makespan (isolated.isolated_fractions), which puts l* at about 1, where
 the solver's tolerances are relative. HiGHS' interior-point method returns the centre of the
 optimal face (jobs off the critical path get slack), as Gavel's ECOS returns an interior point
 of its last feasible step.
@@ -35,11 +35,11 @@ import pyomo.environ as pyo
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
 from shock.core.solver import SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.max_min_fairness import MaxMinFairness
 from shock.plugins.policies.max_min_fairness_packed import MaxMinFairnessPacked
 from shock.plugins.policies.rate_lp import (
     agnostic_throughputs,
-    isolated_allocation,
     subproblem,
 )
 from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
@@ -75,7 +75,7 @@ class MinTotalDuration(Policy):
             problem.throughputs if self.heterogeneity_aware else agnostic_throughputs(problem)
         )
         remaining = problem.steps_remaining
-        x0 = isolated_allocation(problem.scale_factors, problem.capacity)
+        x0 = isolated_fractions(problem.capacity, problem.scale_factors)
         isolated = (throughputs * x0).sum(axis=1)
         counted = (remaining > 0) & (isolated > 0)
         fractions = np.zeros_like(throughputs)

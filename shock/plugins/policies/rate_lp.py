@@ -2,9 +2,8 @@
 
 They all reason about a job's effective throughput under an allocation,
     a_j(x) = sum_w T[j, w] x[j, w]   (steps/s; T is per job, already for its gang of sf_j GPUs),
-and need a few common inputs: Gavel's heterogeneity-agnostic throughputs, its isolated
-allocation (an equal 1/m share of every type), a normalised throughput for summing over jobs,
-and LPs in HiGHS' column-wise matrix form.
+and need a few common inputs: Gavel's heterogeneity-agnostic throughputs, a normalised
+throughput for summing over jobs, and LPs in HiGHS' column-wise matrix form.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import numpy as np
 
 from shock.core.policy import PolicyInput
 from shock.core.solver import MatrixLP, SolverSpec
-from shock.plugins.policies.isolated import isolated_fractions
 
 REFERENCE_WORKER_TYPE = "v100"
 
@@ -45,13 +43,6 @@ def agnostic_throughputs(problem: PolicyInput) -> np.ndarray:
     else:
         reference = best
     return np.repeat(reference[:, None], n, axis=1)
-
-
-def isolated_allocation(scale_factors: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """Gavel's isolated share (the `isolated` policy): capacity_w / m GPUs of every type, i.e.
-    a time fraction of capacity_w / (m sf_j), each row scaled down to sum to at most 1. It
-    always fits."""
-    return isolated_fractions(capacity, scale_factors)
 
 
 def normalised_throughput_coefficients(problem: PolicyInput) -> np.ndarray:
@@ -95,7 +86,7 @@ def csc(
 
 
 def base_triplets(
-    scale: np.ndarray, n: int, first_row: int, column_scale: np.ndarray | None = None
+    scale: np.ndarray, n: int, first_row: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The shared constraints' entries for columns x[j, w] = j * n + w: rows first_row + j
     (sum_w x[j, w]) and first_row + m + w (sum_j sf_j x[j, w])."""
