@@ -477,7 +477,7 @@ class Mechanism:
         return assignments
 
     def _assignment(self, unit: Unit, column: int, gpus: tuple[int, ...], kept: bool) -> Assignment:
-        if type(unit) is JobState:
+        if isinstance(unit, JobState):
             rate = unit.rates[column]
             spread = len(gpus) > 1 and len({self.server_of_gpu[g] for g in gpus}) > 1
             if spread and self.config.placement_sensitive:
