@@ -1,0 +1,340 @@
+"""The training harness: runs a workload's loop under a lease, checkpoints, resumes, reports.
+
+Everything the agent can ask for (lease renewal, preemption, a batch-size change) takes effect
+at an iteration boundary. Progress is counted in optimiser steps at the current batch size;
+`target_steps` starts as the trace's step count at the initial batch size and is rescaled
+when the batch size changes, so the job trains on exactly `target_steps x initial batch size`
+samples in all.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from shock.core.errors import ShockError
+from shock.workloads.adaptation import AdaptationPolicy, GradientSample, make_policy
+from shock.workloads.channel import Channel
+from shock.workloads.checkpoint import load_latest_checkpoint, write_checkpoint
+from shock.workloads.families import FAMILIES, parse_job_type
+from shock.workloads.lease import Lease
+from shock.workloads.messages import (
+    AdaptationReason,
+    BatchSizeApproval,
+    BatchSizeRequest,
+    CheckpointWritten,
+    Command,
+    Exit,
+    ExitReason,
+    LeaseGrant,
+    LeaseRequest,
+    Preempt,
+    Progress,
+    Started,
+)
+from shock.workloads.workload import build_workload
+
+ADAPTATION_MODES = ("static", "accordion", "gns")
+
+
+class CheckpointMismatchError(ShockError):
+    """The checkpoint directory holds another job's checkpoint."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobConfig:
+    job_id: int
+    job_type: str
+    target_steps: int
+    checkpoint_dir: Path
+    seed: int = 0
+    adaptation: str = "static"
+    device: str = "cpu"
+    report_every_s: float = 1.0
+    lease_steps: int | None = None
+    lease_s: float | None = None
+    checkpoint_every_s: float = 10.0
+    # Samples per adaptation window; None: one epoch of the workload's synthetic data.
+    adaptation_window_samples: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.target_steps < 1:
+            raise ValueError(f"target steps must be >= 1, got {self.target_steps}")
+        if self.adaptation not in ADAPTATION_MODES:
+            raise ValueError(
+                f"unknown adaptation {self.adaptation!r}; valid: {', '.join(ADAPTATION_MODES)}"
+            )
+        for name in ("report_every_s", "checkpoint_every_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.lease_steps is not None and self.lease_steps < 0:
+            raise ValueError(f"lease steps must be >= 0, got {self.lease_steps}")
+        if self.lease_s is not None and self.lease_s < 0:
+            raise ValueError(f"lease seconds must be >= 0, got {self.lease_s}")
+
+
+@dataclass(slots=True)
+class TrainingProgress:
+    """Where the job is: optimiser steps, data position (samples) and the current targets."""
+
+    step: int
+    samples: int
+    batch_size: int
+    target_steps: int
+    total_samples: int
+
+    @property
+    def done(self) -> bool:
+        return self.samples >= self.total_samples
+
+
+class TrainingHarness:
+    def __init__(
+        self,
+        config: JobConfig,
+        channel: Channel,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.channel = channel
+        self.clock = clock
+        self.family, self.initial_batch_size = parse_job_type(config.job_type)
+        self.workload = build_workload(self.family, config.seed, config.device)
+        family = FAMILIES[self.family]
+        window = config.adaptation_window_samples or self.workload.data.num_samples
+        self.policy: AdaptationPolicy = make_policy(
+            config.adaptation,
+            self.initial_batch_size,
+            family.accordion_max_batch_size,
+            family.gns_batch_size_limit,
+            window,
+        )
+        self.progress = TrainingProgress(
+            step=0,
+            samples=0,
+            batch_size=self.initial_batch_size,
+            target_steps=config.target_steps,
+            total_samples=config.target_steps * self.initial_batch_size,
+        )
+        self.lease = Lease()
+        self.resumed_from_step = 0
+        self._preempt_requested = False
+        self._approved_batch_size: int | None = None
+        self._requested_batch_size: int | None = None
+        self._last_checkpoint_step: int | None = None
+        self._resume()
+
+    # -- control ------------------------------------------------------------------------
+
+    def preempt(self) -> None:
+        """Stop at the next iteration boundary (safe to call from a signal handler)."""
+        self._preempt_requested = True
+
+    def run(self) -> ExitReason:
+        progress = self.progress
+        self.channel.send(
+            Started(self.config.job_id, progress.step, progress.batch_size, self.resumed_from_step)
+        )
+        now = self.clock()
+        if self.config.lease_steps is not None or self.config.lease_s is not None:
+            self.lease.grant(self.config.lease_steps, self.config.lease_s, progress.step, now)
+        self._last_checkpoint_time = now
+        self._report_time, self._report_step, self._losses = now, progress.step, []
+        while True:
+            self._handle(self.channel.receive())
+            if self._approved_batch_size is not None:
+                self._switch_batch_size(self._approved_batch_size)
+            now = self.clock()
+            if progress.done:
+                return self._finish("done")
+            if self._preempt_requested:
+                return self._finish("preempted")
+            if self.lease.expired(progress.step, now):
+                return self._finish("lease_expired")
+            if self.lease.wants_renewal(progress.step, now):
+                self.channel.send(LeaseRequest(progress.step))
+                self.lease.renewal_requested = True
+            self._losses.append(self._train_step())
+            now = self.clock()
+            if now - self._report_time >= self.config.report_every_s:
+                self._report(now)
+            if now - self._last_checkpoint_time >= self.config.checkpoint_every_s:
+                self._checkpoint(now)
+
+    def _handle(self, commands: list[Command]) -> None:
+        for command in commands:
+            if isinstance(command, Preempt):
+                self._preempt_requested = True
+            elif isinstance(command, LeaseGrant):
+                self.lease.grant(command.steps, command.seconds, self.progress.step, self.clock())
+            elif isinstance(command, BatchSizeApproval):
+                self._approved_batch_size = command.batch_size
+
+    def _switch_batch_size(self, batch_size: int) -> None:
+        """Rescale the remaining steps so the total number of samples stays the same."""
+        progress = self.progress
+        self._approved_batch_size = None
+        self._requested_batch_size = None
+        if batch_size == progress.batch_size or progress.done:
+            return
+        remaining = progress.total_samples - progress.samples
+        progress.batch_size = batch_size
+        progress.target_steps = progress.step + math.ceil(remaining / batch_size)
+        self.policy.batch_size_changed(progress.samples)
+
+    # -- one iteration ------------------------------------------------------------------
+
+    def _train_step(self) -> float:
+        progress, workload = self.progress, self.workload
+        # The last batch may be smaller, so the job trains on exactly its total samples.
+        size = min(progress.batch_size, progress.total_samples - progress.samples)
+        batch = workload.batch(progress.samples, size)
+        workload.optimizer.zero_grad(set_to_none=True)
+        if self.policy.needs_small_batch and size >= 2:
+            loss, sample = self._backward_in_two_parts(batch, size)
+        else:
+            loss_tensor = workload.loss(workload.model, batch)
+            loss_tensor.backward()
+            loss = loss_tensor.item()
+            sample = GradientSample(size, self._gradient_sq_norm())
+        workload.optimizer.step()
+        progress.step += 1
+        progress.samples += size
+        if self.policy.needs_small_batch and sample.small_batch_size is None:
+            return loss  # a one-sample last batch has no part to compare with
+        wanted = self.policy.observe(sample, progress.samples)
+        if (
+            wanted is not None
+            and wanted != progress.batch_size
+            and wanted != self._requested_batch_size
+            and not progress.done
+        ):
+            reason: AdaptationReason = "gns" if self.policy.name == "gns" else "accordion"
+            self.channel.send(BatchSizeRequest(progress.step, wanted, reason))
+            self._requested_batch_size = wanted
+        return loss
+
+    def _backward_in_two_parts(
+        self, batch: tuple[torch.Tensor, ...], size: int
+    ) -> tuple[float, GradientSample]:
+        """The batch's mean gradient, accumulated from two halves; the first half's gradient
+        norm is read in between (the small-batch measurement GNS needs, at no extra cost)."""
+        workload = self.workload
+        small = size // 2
+        first = tuple(t[:small] for t in batch)
+        second = tuple(t[small:] for t in batch)
+        first_loss = workload.loss(workload.model, first)
+        (first_loss * (small / size)).backward()
+        small_sq_norm = self._gradient_sq_norm() / (small / size) ** 2
+        second_loss = workload.loss(workload.model, second)
+        (second_loss * ((size - small) / size)).backward()
+        loss = (first_loss.item() * small + second_loss.item() * (size - small)) / size
+        return loss, GradientSample(size, self._gradient_sq_norm(), small, small_sq_norm)
+
+    def _gradient_sq_norm(self) -> float:
+        if self.policy.name == "static":
+            return 0.0  # nobody reads it; skip the reduction
+        total = torch.zeros((), device=self.workload.device)
+        for parameter in self.workload.model.parameters():
+            if parameter.grad is not None:
+                total += parameter.grad.detach().pow(2).sum()
+        return float(total)
+
+    # -- reports, checkpoints, exit -------------------------------------------------------
+
+    def _report(self, now: float) -> None:
+        progress = self.progress
+        steps = progress.step - self._report_step
+        if steps <= 0:
+            return
+        self.channel.send(
+            Progress(
+                step=progress.step,
+                steps_per_s=steps / max(now - self._report_time, 1e-9),
+                batch_size=progress.batch_size,
+                loss=sum(self._losses) / len(self._losses),
+                target_steps=progress.target_steps,
+                samples=progress.samples,
+            )
+        )
+        self._report_time, self._report_step, self._losses = now, progress.step, []
+
+    def _finish(self, reason: ExitReason) -> ExitReason:
+        now = self.clock()
+        self._report(now)
+        if self._last_checkpoint_step != self.progress.step:
+            self._checkpoint(now)
+        self.channel.send(Exit(reason, self.progress.step, self.progress.target_steps))
+        return reason
+
+    def _checkpoint(self, now: float) -> None:
+        path = write_checkpoint(
+            self.config.checkpoint_dir, self.progress.step, self._checkpoint_state()
+        )
+        self._last_checkpoint_step = self.progress.step
+        self._last_checkpoint_time = now
+        self.channel.send(CheckpointWritten(self.progress.step, str(path)))
+
+    def _checkpoint_state(self) -> dict[str, Any]:
+        progress, workload = self.progress, self.workload
+        rng = {"torch": torch.get_rng_state()}
+        if workload.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(workload.device)
+        return {
+            "job_id": self.config.job_id,
+            "job_type": self.config.job_type,
+            "family": self.family,
+            "seed": self.config.seed,
+            "original_target_steps": self.config.target_steps,
+            "initial_batch_size": self.initial_batch_size,
+            "step": progress.step,
+            "samples": progress.samples,
+            "batch_size": progress.batch_size,
+            "target_steps": progress.target_steps,
+            "total_samples": progress.total_samples,
+            "model": workload.model.state_dict(),
+            "optimizer": workload.optimizer.state_dict(),
+            "rng": rng,
+            "adaptation": {"mode": self.policy.name, "state": self.policy.state_dict()},
+        }
+
+    def _resume(self) -> None:
+        found = load_latest_checkpoint(self.config.checkpoint_dir)
+        if found is None:
+            return
+        path, state = found
+        for key, expected in (
+            ("job_type", self.config.job_type),
+            ("seed", self.config.seed),
+            ("original_target_steps", self.config.target_steps),
+            ("adaptation", {"mode": self.policy.name}),
+        ):
+            actual = state[key]
+            if key == "adaptation":
+                actual = {"mode": actual["mode"]}
+            if actual != expected:
+                raise CheckpointMismatchError(
+                    f"{path}: checkpoint field {key!r} is {actual!r}, this job has {expected!r}"
+                )
+        workload = self.workload
+        workload.model.load_state_dict(state["model"])
+        workload.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"]["torch"])
+        if "cuda" in state["rng"] and workload.device.type == "cuda":
+            torch.cuda.set_rng_state(state["rng"]["cuda"], workload.device)
+        self.policy.load_state_dict(state["adaptation"]["state"])
+        self.progress = TrainingProgress(
+            step=state["step"],
+            samples=state["samples"],
+            batch_size=state["batch_size"],
+            target_steps=state["target_steps"],
+            total_samples=state["total_samples"],
+        )
+        self.resumed_from_step = state["step"]
+        self._last_checkpoint_step = state["step"]

@@ -1,0 +1,108 @@
+"""`python -m shock.workloads.run`: one job run, driven by its agent over stdin/stdout.
+
+JSON-line messages go to stdout; everything else the process prints goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from shock.workloads.families import UnknownJobTypeError, parse_job_type
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m shock.workloads.run",
+        description="Train one shock workload under a lease (see docs/workloads.md).",
+    )
+    parser.add_argument("--job-id", type=int, required=True)
+    parser.add_argument("--job-type", required=True, help='e.g. "ResNet-18 (batch size 32)"')
+    parser.add_argument("--target-steps", type=int, required=True)
+    parser.add_argument("--checkpoint-dir", type=Path, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--adaptation", choices=("static", "accordion", "gns"), default="static")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda:N")
+    parser.add_argument("--report-every-s", type=float, default=1.0)
+    parser.add_argument("--lease-steps", type=int, default=None)
+    parser.add_argument("--lease-s", type=float, default=None)
+    parser.add_argument("--checkpoint-every-s", type=float, default=10.0)
+    parser.add_argument(
+        "--adaptation-window-samples",
+        type=int,
+        default=None,
+        help="samples per Accordion/GNS window (default: one epoch of the synthetic data)",
+    )
+    parser.add_argument("--num-threads", type=int, default=1, help="torch intra-op threads")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # The agent reads JSON lines on stdout: keep every other print off it.
+    messages_out = sys.stdout
+    sys.stdout = sys.stderr
+    from shock.workloads.channel import StdioChannel
+    from shock.workloads.messages import Error
+
+    channel = StdioChannel(messages_out, sys.stdin)
+    try:
+        parse_job_type(args.job_type)  # fail fast, before importing torch
+        import torch
+
+        from shock.workloads.harness import JobConfig, TrainingHarness
+
+        torch.set_num_threads(args.num_threads)
+        _check_device(args.device)
+        config = JobConfig(
+            job_id=args.job_id,
+            job_type=args.job_type,
+            target_steps=args.target_steps,
+            checkpoint_dir=args.checkpoint_dir,
+            seed=args.seed,
+            adaptation=args.adaptation,
+            device=args.device,
+            report_every_s=args.report_every_s,
+            lease_steps=args.lease_steps,
+            lease_s=args.lease_s,
+            checkpoint_every_s=args.checkpoint_every_s,
+            adaptation_window_samples=args.adaptation_window_samples,
+        )
+        harness = TrainingHarness(config, channel)
+
+        def on_sigterm(signum: int, frame: FrameType | None) -> None:
+            harness.preempt()
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+        harness.run()
+    except (UnknownJobTypeError, ValueError, OSError) as exc:
+        channel.send(Error(str(exc)))
+        return 1
+    except Exception as exc:  # anything else is still reported to the agent, then exit 1
+        channel.send(Error(f"{type(exc).__name__}: {exc}"))
+        raise SystemExit(1) from exc
+    return 0
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    if device == "cpu":
+        return
+    if not device.startswith("cuda"):
+        raise ValueError(f"--device: expected cpu or cuda:N, got {device!r}")
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: CUDA is not available on this machine")
+    index = torch.device(device).index or 0
+    if index >= torch.cuda.device_count():
+        raise ValueError(
+            f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) present"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Build a family's workload: model, optimiser, synthetic data and loss, all from the seed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from shock.workloads import cnn, recommendation, sequence
+from shock.workloads.data import EpochSampler
+from shock.workloads.families import FAMILIES, UnknownJobTypeError
+
+LossFn = Callable[[nn.Module, tuple[torch.Tensor, ...]], torch.Tensor]
+
+
+@dataclass(slots=True)
+class Workload:
+    family: str
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    data: EpochSampler
+    loss: LossFn
+    device: torch.device
+
+    def batch(self, position: int, size: int) -> tuple[torch.Tensor, ...]:
+        return tuple(t.to(self.device) for t in self.data.batch(position, size))
+
+
+def _resnet18(seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], LossFn, str]:
+    return cnn.resnet18(10), cnn.synthetic_images(seed, 2048, 10), cnn.classification_loss, "sgd"
+
+
+def _resnet50(seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], LossFn, str]:
+    return cnn.resnet50(20), cnn.synthetic_images(seed, 2048, 20), cnn.classification_loss, "sgd"
+
+
+def _transformer(seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], LossFn, str]:
+    vocab, length = 32, 10
+    pairs = sequence.reversal_pairs(seed, 4096, vocab, length)
+    return sequence.TinyTransformer(vocab, length), pairs, sequence.translation_loss, "adam"
+
+
+def _language_model(seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], LossFn, str]:
+    vocab = 64
+    windows = sequence.markov_windows(seed, 2048, vocab, 20)
+    return sequence.LstmLanguageModel(vocab), (windows,), sequence.language_model_loss, "adam"
+
+
+def _recommendation(seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], LossFn, str]:
+    vectors = recommendation.low_rank_interactions(seed, 16384, 256)
+    return recommendation.Autoencoder(256), (vectors,), recommendation.reconstruction_loss, "adam"
+
+
+_BUILDERS = {
+    "ResNet-18": _resnet18,
+    "ResNet-50": _resnet50,
+    "Transformer": _transformer,
+    "LM": _language_model,
+    "Recommendation": _recommendation,
+}
+
+
+def build_workload(family: str, seed: int, device: str | torch.device = "cpu") -> Workload:
+    """The same seed always gives the same initial weights and the same data."""
+    builder = _BUILDERS.get(family)
+    if builder is None or family not in FAMILIES:
+        raise UnknownJobTypeError(f"no workload for model family {family!r}")
+    torch.manual_seed(seed)
+    model, tensors, loss, optimizer_name = builder(seed)
+    target = torch.device(device)
+    model = model.to(target)
+    model.train()
+    optimizer: torch.optim.Optimizer
+    if optimizer_name == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return Workload(family, model, optimizer, EpochSampler(tensors, seed), loss, target)
