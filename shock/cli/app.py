@@ -13,6 +13,7 @@ from rich.markup import escape
 from shock import __version__
 from shock.cli.bench_commands import bench_app
 from shock.cli.output import plugins_table, print_run_header, summary_table
+from shock.cli.profile_commands import profile_command
 from shock.cli.progress import ProgressObserver
 from shock.cli.trace_commands import trace_app
 from shock.core.errors import ShockError
@@ -28,6 +29,7 @@ app = typer.Typer(
 )
 app.add_typer(trace_app, name="trace")
 app.add_typer(bench_app, name="bench")
+app.command("profile")(profile_command)
 
 
 def make_console(stderr: bool = False) -> Console:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
+from typing import Any
 
 from shock.core.errors import ShockError
 from shock.traces.templates import gavel_templates
@@ -58,7 +59,7 @@ _WORKLOADS = {
     "ResNet-50": (
         "image classification",
         "ResNet-50-style CNN (bottleneck blocks 3-4-6-3, widths 4-32 x4) on synthetic 3x16x16 "
-        "images, 20 classes",
+        "images, 10 classes",
     ),
     "Transformer": (
         "translation",
@@ -74,37 +75,50 @@ _WORKLOADS = {
         "recommendation",
         "autoencoder (256 items -> 64 -> 256) on synthetic low-rank user-item vectors",
     ),
+    "CycleGAN": (
+        "image-to-image translation",
+        "two tiny conv generators and two patch discriminators (CycleGAN losses) on unpaired "
+        "synthetic 3x16x16 images of two styles",
+    ),
+    "A3C": (
+        "reinforcement learning",
+        "advantage actor-critic (16 -> 64 -> 4 actions + value) on a synthetic contextual bandit",
+    ),
 }
 
 
 @cache
-def _adaptation_limits() -> tuple[dict[str, int], dict[str, int], dict[str, str]]:
-    raw = json.loads(
-        resources.files("shock.data").joinpath("adaptation_patterns.json").read_text()
-    )
-    return (
-        dict(raw["accordion"]["max_batch_size"]),
-        dict(raw["gns"]["batch_size_limit"]),
-        dict(raw["datasets"]["dataset_of_model"]),
-    )
+def _adaptation_tables() -> dict[str, Any]:
+    text = resources.files("shock.data").joinpath("adaptation_patterns.json").read_text()
+    tables: dict[str, Any] = json.loads(text)
+    return tables
+
+
+def _smallest_profiled_batch_size(name: str) -> int:
+    # A3C and CycleGAN job types name no batch size; Shockwave profiles them from bs 4 and 1.
+    memory = _adaptation_tables()["per_epoch_metrics"]["gpu_memory"]["by_model_and_batch_size"]
+    return min(int(size) for size in memory[name])
 
 
 def _build_families() -> Mapping[str, Family]:
-    accordion_max, gns_limit, datasets = _adaptation_limits()
+    tables = _adaptation_tables()
+    accordion_max = tables["accordion"]["max_batch_size"]
+    gns_limit = tables["gns"]["batch_size_limit"]
+    datasets = tables["datasets"]["dataset_of_model"]
     batch_sizes: dict[str, list[int]] = {}
     for template in gavel_templates():
         if template.batch_size is not None:
             batch_sizes.setdefault(template.model_family, []).append(template.batch_size)
     families = {}
     for name, (task, workload) in _WORKLOADS.items():
-        sizes = tuple(sorted(batch_sizes[name]))
+        sizes = tuple(sorted(batch_sizes.get(name, ())))
         families[name] = Family(
             name=name,
             task=task,
             workload=workload,
             gavel_dataset=datasets[name],
             gavel_batch_sizes=sizes,
-            default_batch_size=sizes[0],
+            default_batch_size=sizes[0] if sizes else _smallest_profiled_batch_size(name),
             accordion_max_batch_size=accordion_max.get(name),
             gns_batch_size_limit=gns_limit.get(name),
         )

@@ -194,16 +194,14 @@ class TrainingHarness:
         progress, workload = self.progress, self.workload
         # The last batch may be smaller, so the job trains on exactly its total samples.
         size = min(progress.batch_size, progress.total_samples - progress.samples)
-        batch = workload.batch(progress.samples, size)
-        workload.optimizer.zero_grad(set_to_none=True)
         if self.policy.needs_small_batch and size >= 2:
+            batch = workload.batch(progress.samples, size)
+            workload.optimizer.zero_grad(set_to_none=True)
             loss, sample = self._backward_in_two_parts(batch, size)
+            workload.optimizer.step()
         else:
-            loss_tensor = workload.loss(workload.model, batch)
-            loss_tensor.backward()
-            loss = loss_tensor.item()
+            loss = workload.train_step(progress.samples, size)
             sample = GradientSample(size, self._gradient_sq_norm())
-        workload.optimizer.step()
         progress.step += 1
         progress.samples += size
         if self.policy.needs_small_batch and sample.small_batch_size is None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from shock.workloads import cnn, recommendation, sequence
+from shock.workloads import cnn, gan, recommendation, reinforcement, sequence
 from shock.workloads.data import EpochSampler
 from shock.workloads.families import FAMILIES, UnknownJobTypeError
 
@@ -27,13 +27,22 @@ class Workload:
     def batch(self, position: int, size: int) -> tuple[torch.Tensor, ...]:
         return tuple(t.to(self.device) for t in self.data.batch(position, size))
 
+    def train_step(self, position: int, size: int) -> float:
+        """One optimiser step on the batch at `position`; the gradients stay readable after."""
+        batch = self.batch(position, size)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss(self.model, batch)
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
 
 def _resnet18(seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], LossFn, str]:
     return cnn.resnet18(10), cnn.synthetic_images(seed, 2048, 10), cnn.classification_loss, "sgd"
 
 
 def _resnet50(seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], LossFn, str]:
-    return cnn.resnet50(20), cnn.synthetic_images(seed, 2048, 20), cnn.classification_loss, "sgd"
+    return cnn.resnet50(10), cnn.synthetic_images(seed, 2048, 10), cnn.classification_loss, "sgd"
 
 
 def _transformer(seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], LossFn, str]:
@@ -53,12 +62,23 @@ def _recommendation(seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], Los
     return recommendation.Autoencoder(256), (vectors,), recommendation.reconstruction_loss, "adam"
 
 
+def _cycle_gan(seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], LossFn, str]:
+    return gan.TinyCycleGan(), gan.unpaired_domains(seed, 1024), gan.cycle_gan_loss, "adam"
+
+
+def _a3c(seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], LossFn, str]:
+    data = reinforcement.contextual_bandit(seed, 4096, 16, 4)
+    return reinforcement.ActorCritic(16, 4), data, reinforcement.actor_critic_loss, "adam"
+
+
 _BUILDERS = {
     "ResNet-18": _resnet18,
     "ResNet-50": _resnet50,
     "Transformer": _transformer,
     "LM": _language_model,
     "Recommendation": _recommendation,
+    "CycleGAN": _cycle_gan,
+    "A3C": _a3c,
 }
 
 

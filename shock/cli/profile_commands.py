@@ -1,0 +1,100 @@
+"""`shock profile`: measure workloads on this machine and write a Gavel-format throughput table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from shock.core.errors import ShockError
+from shock.core.plugins import default_registry
+from shock.core.throughputs import (
+    ThroughputTable,
+    load_throughputs,
+    throughputs_to_dict,
+)
+from shock.core.trace import read_trace
+
+
+def profile_command(
+    output: Annotated[Path, typer.Option(help="Throughput table to write (Gavel's JSON).")] = Path(
+        "throughputs.json"
+    ),
+    trace: Annotated[
+        Path | None, typer.Option(help="Profile the job types of this trace.")
+    ] = None,
+    job_type: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--job-type", help='A job type to profile (repeatable), e.g. "LM (batch size 20)".'
+        ),
+    ] = None,
+    gpu_type: Annotated[
+        str, typer.Option(help="Worker type the measurements are labelled with.")
+    ] = "v100",
+    device: Annotated[str, typer.Option(help="cpu (simulated devices) or cuda:N.")] = "cpu",
+    seconds: Annotated[float, typer.Option(help="Measured seconds per job type.")] = 1.0,
+    warmup_steps: Annotated[int, typer.Option(help="Unmeasured steps first.")] = 3,
+    threads: Annotated[int, typer.Option(help="torch threads (jobs get 1 by default).")] = 1,
+    seed: Annotated[int, typer.Option(help="Seed of weights and data.")] = 0,
+    merge: Annotated[
+        bool, typer.Option(help="Add to the table already at --output instead of replacing it.")
+    ] = False,
+) -> None:
+    """Measure steps/s of real workloads (default: every family at Gavel's batch sizes)."""
+    try:
+        import torch
+
+        from shock.workloads.profile import measure_throughput
+    except ImportError as exc:
+        raise ShockError(
+            f"shock profile needs PyTorch ({exc}); install it with: pip install 'shock[cluster]'"
+        ) from exc
+    from shock.workloads.families import all_job_types, parse_job_type
+
+    if seconds <= 0:
+        raise typer.BadParameter("must be > 0", param_hint="--seconds")
+    if threads < 1:
+        raise typer.BadParameter("must be >= 1", param_hint="--threads")
+    job_types = _requested_job_types(trace, job_type) or list(all_job_types())
+    for name in job_types:
+        try:
+            parse_job_type(name)
+        except ValueError as exc:
+            raise ShockError(str(exc)) from exc
+    if device != "cpu" and not (
+        device.startswith("cuda") and torch.cuda.is_available()
+        and (torch.device(device).index or 0) < torch.cuda.device_count()
+    ):
+        raise ShockError(f"--device {device}: no such device here (use cpu or a present cuda:N)")
+    torch.set_num_threads(threads)
+    table = load_throughputs(output) if merge and output.exists() else ThroughputTable()
+    console = Console(emoji=False)
+    report = Table(title=f"measured on {device}, labelled {gpu_type}")
+    for column in ("job type", "batch size", "steps", "ms/step", "steps/s"):
+        report.add_column(column, justify="left" if column == "job type" else "right")
+    for name in job_types:
+        result = measure_throughput(name, device, seconds, warmup_steps, seed=seed)
+        table.set(name, 1, gpu_type, result.steps_per_s)
+        report.add_row(
+            name,
+            str(result.batch_size),
+            str(result.steps),
+            f"{result.ms_per_step:.1f}",
+            f"{result.steps_per_s:.2f}",
+        )
+    output.write_text(json.dumps(throughputs_to_dict(table), indent=1, sort_keys=True) + "\n")
+    console.print(report)
+    console.print(f"throughputs of {len(job_types)} job types written to {output}")
+
+
+def _requested_job_types(trace: Path | None, named: list[str] | None) -> list[str]:
+    """Named job types first, then the trace's, each once, in order of appearance."""
+    ordered = list(named or [])
+    if trace is not None:
+        ordered.extend(job.job_type for job in read_trace(trace, default_registry()).jobs)
+    return list(dict.fromkeys(ordered))
