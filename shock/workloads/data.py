@@ -27,10 +27,10 @@ class EpochSampler:
 
     def batch(self, position: int, size: int) -> tuple[torch.Tensor, ...]:
         """The `size` samples starting at data position `position` (may span two epochs)."""
-        indices = self._indices(position, size)
+        indices = self.indices(position, size)
         return tuple(t.index_select(0, indices) for t in self.tensors)
 
-    def _indices(self, position: int, size: int) -> torch.Tensor:
+    def indices(self, position: int, size: int) -> torch.Tensor:
         parts = []
         while size > 0:
             epoch, offset = divmod(position, self.num_samples)
