@@ -9,11 +9,11 @@ from typer.testing import CliRunner
 
 pytest.importorskip("torch", reason="shock profile needs PyTorch (pip install .[cluster])")
 
-from shock.cli.app import app  # noqa: E402
-from shock.core.model import JobSpec  # noqa: E402
-from shock.core.plugins import default_registry  # noqa: E402
-from shock.core.throughputs import load_throughputs  # noqa: E402
-from shock.core.trace import write_trace  # noqa: E402
+from shock.cli.app import app
+from shock.core.model import JobSpec
+from shock.core.plugins import default_registry
+from shock.core.throughputs import load_throughputs
+from shock.core.trace import write_trace
 
 FAST = ["--seconds", "0.05", "--warmup-steps", "1"]
 
@@ -22,8 +22,16 @@ def test_profile_writes_a_loadable_table_and_merges(tmp_path):
     output = tmp_path / "measured.json"
     result = CliRunner().invoke(
         app,
-        ["profile", "--job-type", "LM (batch size 5)", "--job-type", "A3C", "--output", str(output)]
-        + FAST,
+        [
+            "profile",
+            "--job-type",
+            "LM (batch size 5)",
+            "--job-type",
+            "A3C",
+            "--output",
+            str(output),
+            *FAST,
+        ],
     )
     assert result.exit_code == 0, result.output
     raw = json.loads(output.read_text())
@@ -35,9 +43,17 @@ def test_profile_writes_a_loadable_table_and_merges(tmp_path):
 
     result = CliRunner().invoke(
         app,
-        ["profile", "--job-type", "LM (batch size 5)", "--gpu-type", "k80", "--merge"]
-        + ["--output", str(output)]
-        + FAST,
+        [
+            "profile",
+            "--job-type",
+            "LM (batch size 5)",
+            "--gpu-type",
+            "k80",
+            "--merge",
+            "--output",
+            str(output),
+            *FAST,
+        ],
     )
     assert result.exit_code == 0, result.output
     merged = load_throughputs(output)
@@ -55,7 +71,7 @@ def test_profile_takes_the_job_types_of_a_trace(tmp_path):
     write_trace(jobs, trace, default_registry(), "gavel")
     output = tmp_path / "out.json"
     result = CliRunner().invoke(
-        app, ["profile", "--trace", str(trace), "--output", str(output)] + FAST
+        app, ["profile", "--trace", str(trace), "--output", str(output), *FAST]
     )
     assert result.exit_code == 0, result.output
     table = load_throughputs(output)

@@ -128,6 +128,11 @@ class TrainingHarness:
         self._approved_batch_size: int | None = None
         self._requested_batch_size: int | None = None
         self._last_checkpoint_step: int | None = None
+        self._last_checkpoint_time = 0.0
+        # The current reporting interval: its start, the step then, the losses since.
+        self._report_time = 0.0
+        self._report_step = 0
+        self._losses: list[float] = []
         self._resume()
 
     # -- control ------------------------------------------------------------------------

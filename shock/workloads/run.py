@@ -8,11 +8,13 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
-from shock.workloads.families import UnknownJobTypeError, parse_job_type
+from shock.core.errors import ShockError
+from shock.workloads.families import parse_job_type
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +52,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from shock.workloads.messages import Error
 
     channel = StdioChannel(messages_out, sys.stdin)
+    # SIGTERM may come while the workload is still being built: remember it until then.
+    stop_requests: list[Callable[[], None]] = []
+    terminated = False
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        nonlocal terminated
+        terminated = True
+        for stop in stop_requests:
+            stop()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         parse_job_type(args.job_type)  # fail fast, before importing torch
         import torch
@@ -73,18 +86,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             adaptation_window_samples=args.adaptation_window_samples,
         )
         harness = TrainingHarness(config, channel)
-
-        def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        stop_requests.append(harness.preempt)
+        if terminated:
             harness.preempt()
-
-        signal.signal(signal.SIGTERM, on_sigterm)
         harness.run()
-    except (UnknownJobTypeError, ValueError, OSError) as exc:
+    except (ShockError, ValueError, OSError) as exc:
         channel.send(Error(str(exc)))
         return 1
-    except Exception as exc:  # anything else is still reported to the agent, then exit 1
+    except Exception as exc:  # a crash: still tell the agent, and keep the traceback on stderr
+        traceback.print_exc()
         channel.send(Error(f"{type(exc).__name__}: {exc}"))
-        raise SystemExit(1) from exc
+        return 1
     return 0
 
 
