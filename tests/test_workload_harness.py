@@ -160,7 +160,8 @@ def test_preempt_call_like_sigterm(tmp_path):
     harness = TrainingHarness(_job(tmp_path, target_steps=50), channel)
     channel._react = lambda m: (harness.preempt(), [])[1] if isinstance(m, Progress) else []
     harness.run()
-    assert _exit(channel) == Exit("preempted", 1, 50)
+    # The first step is not reported (start-up costs); preempted after the first report.
+    assert _exit(channel) == Exit("preempted", 2, 50)
 
 
 def test_batch_size_change_rescales_the_remaining_steps(tmp_path):
@@ -173,8 +174,8 @@ def test_batch_size_change_rescales_the_remaining_steps(tmp_path):
     # 40 x 5 = 200 samples; 20 done at step 4; 180 left at 30 per step = 6 more steps.
     assert _exit(channel) == Exit("done", 10, 10)
     progress = [m for m in channel.sent if isinstance(m, Progress)]
-    assert [m.batch_size for m in progress[:4]] == [5] * 4
-    assert all(m.batch_size == 30 for m in progress[4:])
+    assert [m.step for m in progress] == list(range(2, 11))
+    assert all(m.batch_size == (5 if m.step <= 4 else 30) for m in progress)
     assert progress[-1].samples == 200
     assert harness.progress.samples == harness.progress.total_samples == 200
 

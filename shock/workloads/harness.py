@@ -151,6 +151,7 @@ class TrainingHarness:
             self.lease.grant(self.config.lease_steps, self.config.lease_s, progress.step, now)
         self._last_checkpoint_time = now
         self._report_time, self._report_step, self._losses = now, progress.step, []
+        first_step = True
         while True:
             self._handle(self.channel.receive())
             if self._approved_batch_size is not None:
@@ -167,6 +168,10 @@ class TrainingHarness:
                 self.lease.renewal_requested = True
             self._losses.append(self._train_step())
             now = self.clock()
+            if first_step:
+                # The first step pays one-time costs (allocator, lazy init): keep it out of
+                # the throughput the scheduler will learn from.
+                self._report_time, self._report_step, first_step = now, progress.step, False
             if now - self._report_time >= self.config.report_every_s:
                 self._report(now)
             if now - self._last_checkpoint_time >= self.config.checkpoint_every_s:
