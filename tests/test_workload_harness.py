@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch", reason="the harness needs PyTorch (pip install .[cluster])")
+torch.set_num_threads(1)  # as in a job process
 
 from shock.workloads.channel import MemoryChannel  # noqa: E402
 from shock.workloads.checkpoint import load_latest_checkpoint  # noqa: E402
@@ -39,14 +40,6 @@ SMALL_BATCH = {
     "CycleGAN": 1,
     "A3C": 4,
 }
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def _job(tmp_path: Path, job_type: str = "LM (batch size 5)", **overrides) -> JobConfig:

@@ -7,6 +7,7 @@ import math
 import pytest
 
 torch = pytest.importorskip("torch", reason="the workloads need PyTorch (pip install .[cluster])")
+torch.set_num_threads(1)  # as in a job process
 
 from shock.workloads.families import FAMILIES  # noqa: E402
 from shock.workloads.workload import build_workload  # noqa: E402
@@ -20,14 +21,6 @@ RUNS = {
     "Recommendation": (40, 512),
     "CycleGAN": (40, 1),
 }
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def test_every_family_has_a_run_here():
