@@ -157,6 +157,21 @@ def test_preempt_call_like_sigterm(tmp_path):
     assert _exit(channel) == Exit("preempted", 2, 50)
 
 
+def test_lost_agent_means_checkpoint_and_stop(tmp_path):
+    channel = MemoryChannel()
+
+    def agent_dies_at_step_3(message):
+        if isinstance(message, Progress) and message.step == 3:
+            channel.agent_connected = False
+        return []
+
+    channel._react = agent_dies_at_step_3
+    TrainingHarness(_job(tmp_path, target_steps=50), channel).run()
+    assert _exit(channel) == Exit("preempted", 3, 50)
+    found = load_latest_checkpoint(tmp_path / "ckpt")
+    assert found is not None and found[1]["step"] == 3
+
+
 def test_batch_size_change_rescales_the_remaining_steps(tmp_path):
     def approve_at_step_4(message):
         if isinstance(message, Progress) and message.step == 4:

@@ -108,6 +108,17 @@ def test_stdio_channel_writes_json_lines_and_skips_bad_input():
     assert "stdin line 2: ignored" in errors.getvalue()
 
 
+def test_stdio_channel_notices_a_closed_stdout():
+    class ClosedPipe(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    channel = StdioChannel(ClosedPipe(), io.StringIO())
+    assert channel.connected()
+    channel.send(Started(1, 0, 8, 0))  # does not raise
+    assert not channel.connected()
+
+
 def test_memory_channel_reacts_to_messages():
     channel = MemoryChannel(react=lambda m: [Preempt()] if isinstance(m, Started) else [])
     channel.send(Started(1, 0, 8, 0))

@@ -186,6 +186,24 @@ def test_batch_size_approval_over_stdio(tmp_path):
     assert progress[-1]["batch_size"] == 20 and progress[-1]["samples"] == 600
 
 
+def test_job_whose_agent_is_gone_checkpoints_and_exits(tmp_path):
+    command = [sys.executable, "-m", "shock.workloads.run", "--job-id", "1"]
+    command += ["--job-type", "LM (batch size 80)", "--target-steps", "1000000"]
+    command += ["--checkpoint-dir", str(tmp_path), "--report-every-s", "0.05"]
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert process.stdout is not None
+    assert json.loads(process.stdout.readline())["type"] == "started"
+    assert json.loads(process.stdout.readline())["type"] == "progress"
+    process.stdout.close()  # the agent died: the job's next report hits a closed pipe
+    assert process.wait(timeout=TIMEOUT_S) == 0
+    assert process.stdin is not None
+    process.stdin.close()
+    found = list(tmp_path.glob("ckpt-*.pt"))
+    assert len(found) == 1 and 0 < int(found[0].stem.split("-")[1]) < 1_000_000
+
+
 def test_unknown_job_type_is_an_error_message_and_exit_1(tmp_path):
     run = JobProcess(tmp_path, job_type="VGG-16 (batch size 32)")
     error = run.expect("error")

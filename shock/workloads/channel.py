@@ -22,12 +22,17 @@ class Channel(Protocol):
         """Every command that arrived since the last call; never blocks."""
         ...
 
+    def connected(self) -> bool:
+        """False once the agent can no longer be reached (its end of the channel closed)."""
+        ...
+
 
 class StdioChannel:
     """JSON lines: messages on `output` (the job's stdout), commands read from `input` (stdin).
 
     A reader thread collects commands so the training loop only polls at iteration boundaries.
-    A malformed line is reported on stderr and skipped; EOF just ends the reader.
+    A malformed line is reported on stderr and skipped; EOF just ends the reader. A write
+    to a closed stdout (the agent died) marks the channel disconnected instead of raising.
     """
 
     def __init__(self, output: TextIO, input: TextIO, errors: TextIO = sys.stderr) -> None:
@@ -35,14 +40,23 @@ class StdioChannel:
         self._errors = errors
         self._inbox: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._connected = True
         self._reader = threading.Thread(target=self._read, args=(input,), daemon=True)
         self._reader.start()
 
     def send(self, message: JobMessage) -> None:
         line = json.dumps(message.to_dict(), separators=(",", ":"))
         with self._lock:
-            self._output.write(line + "\n")
-            self._output.flush()
+            if not self._connected:
+                return
+            try:
+                self._output.write(line + "\n")
+                self._output.flush()
+            except (BrokenPipeError, ValueError):  # ValueError: the stream was closed
+                self._connected = False
+
+    def connected(self) -> bool:
+        return self._connected
 
     def receive(self) -> list[Command]:
         commands = []
@@ -67,6 +81,7 @@ class MemoryChannel:
 
     def __init__(self, react: Callable[[JobMessage], list[Command]] | None = None) -> None:
         self.sent: list[JobMessage] = []
+        self.agent_connected = True
         self._inbox: deque[Command] = deque()
         self._react = react
 
@@ -82,3 +97,6 @@ class MemoryChannel:
         commands = list(self._inbox)
         self._inbox.clear()
         return commands
+
+    def connected(self) -> bool:
+        return self.agent_connected

@@ -159,7 +159,9 @@ class TrainingHarness:
             now = self.clock()
             if progress.done:
                 return self._finish("done")
-            if self._preempt_requested:
+            if self._preempt_requested or not self.channel.connected():
+                # Without its agent, the job saves its progress and stops (it could only run
+                # on until its lease ran out, holding the device for no one).
                 return self._finish("preempted")
             if self.lease.expired(progress.step, now):
                 return self._finish("lease_expired")
