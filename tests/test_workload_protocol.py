@@ -7,6 +7,8 @@ import json
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shock.traces.templates import gavel_templates
 from shock.workloads.channel import MemoryChannel, StdioChannel
@@ -22,6 +24,7 @@ from shock.workloads.messages import (
     Started,
     parse_command,
 )
+from shock.workloads.progress import TrainingProgress
 
 
 def test_every_gavel_job_type_parses_to_a_family_with_a_workload():
@@ -148,3 +151,36 @@ def test_lease_by_seconds_counts_from_now_and_null_is_unlimited():
     assert not lease.expired(10**6, 109.9) and lease.expired(6, 110.0)
     lease.grant(None, None, step=6, now=200.0)
     assert not lease.expired(10**6, 10**6)
+
+
+@given(
+    target=st.integers(1, 500),
+    initial=st.integers(1, 256),
+    switches=st.lists(st.tuples(st.integers(0, 600), st.integers(1, 512)), max_size=4),
+)
+def test_batch_size_changes_preserve_samples_and_end_exactly_at_the_target(
+    target, initial, switches
+):
+    progress = TrainingProgress.start(target, initial)
+    pending = sorted(switches)
+    while not progress.done:
+        while pending and pending[0][0] <= progress.step:
+            before = progress.step
+            progress.switch(pending.pop(0)[1])
+            assert progress.step == before
+            # The target always covers exactly the remaining samples at the new batch size.
+            left = progress.total_samples - progress.samples
+            assert (progress.target_steps - progress.step - 1) * progress.batch_size < left
+            assert left <= (progress.target_steps - progress.step) * progress.batch_size
+        size = progress.next_batch_size()
+        assert 1 <= size <= progress.batch_size
+        progress.advance(size)
+    assert progress.samples == target * initial
+    assert progress.step == progress.target_steps
+    if not switches:
+        assert progress.step == target
+
+
+def test_switch_refuses_a_batch_size_below_one():
+    with pytest.raises(ValueError, match="batch size must be >= 1"):
+        TrainingProgress.start(10, 4).switch(0)

@@ -9,7 +9,6 @@ samples in all.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from shock.workloads.messages import (
     Progress,
     Started,
 )
+from shock.workloads.progress import TrainingProgress
 from shock.workloads.workload import build_workload
 
 ADAPTATION_MODES = ("static", "accordion", "gns")
@@ -79,21 +79,6 @@ class JobConfig:
             raise ValueError(f"lease seconds must be >= 0, got {self.lease_s}")
 
 
-@dataclass(slots=True)
-class TrainingProgress:
-    """Where the job is: optimiser steps, data position (samples) and the current targets."""
-
-    step: int
-    samples: int
-    batch_size: int
-    target_steps: int
-    total_samples: int
-
-    @property
-    def done(self) -> bool:
-        return self.samples >= self.total_samples
-
-
 class TrainingHarness:
     def __init__(
         self,
@@ -115,13 +100,7 @@ class TrainingHarness:
             family.gns_batch_size_limit,
             window,
         )
-        self.progress = TrainingProgress(
-            step=0,
-            samples=0,
-            batch_size=self.initial_batch_size,
-            target_steps=config.target_steps,
-            total_samples=config.target_steps * self.initial_batch_size,
-        )
+        self.progress = TrainingProgress.start(config.target_steps, self.initial_batch_size)
         self.lease = Lease()
         self.resumed_from_step = 0
         self._preempt_requested = False
@@ -190,22 +169,16 @@ class TrainingHarness:
 
     def _switch_batch_size(self, batch_size: int) -> None:
         """Rescale the remaining steps so the total number of samples stays the same."""
-        progress = self.progress
         self._approved_batch_size = None
         self._requested_batch_size = None
-        if batch_size == progress.batch_size or progress.done:
-            return
-        remaining = progress.total_samples - progress.samples
-        progress.batch_size = batch_size
-        progress.target_steps = progress.step + math.ceil(remaining / batch_size)
-        self.policy.batch_size_changed(progress.samples)
+        if self.progress.switch(batch_size):
+            self.policy.batch_size_changed(self.progress.samples)
 
     # -- one iteration ------------------------------------------------------------------
 
     def _train_step(self) -> float:
         progress, workload = self.progress, self.workload
-        # The last batch may be smaller, so the job trains on exactly its total samples.
-        size = min(progress.batch_size, progress.total_samples - progress.samples)
+        size = progress.next_batch_size()
         if self.policy.needs_small_batch and size >= 2:
             batch = workload.batch(progress.samples, size)
             workload.optimizer.zero_grad(set_to_none=True)
@@ -214,8 +187,7 @@ class TrainingHarness:
         else:
             loss = workload.train_step(progress.samples, size)
             sample = GradientSample(size, self._gradient_sq_norm())
-        progress.step += 1
-        progress.samples += size
+        progress.advance(size)
         if self.policy.needs_small_batch and sample.small_batch_size is None:
             return loss  # a one-sample last batch has no part to compare with
         wanted = self.policy.observe(sample, progress.samples)
