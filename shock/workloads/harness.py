@@ -18,7 +18,12 @@ from typing import Any
 import torch
 
 from shock.core.errors import ShockError
-from shock.workloads.adaptation import AdaptationPolicy, GradientSample, make_policy
+from shock.workloads.adaptation import (
+    AdaptationPolicy,
+    GradientSample,
+    StaticPolicy,
+    make_policy,
+)
 from shock.workloads.channel import Channel
 from shock.workloads.checkpoint import load_latest_checkpoint, write_checkpoint
 from shock.workloads.families import FAMILIES, parse_job_type
@@ -206,7 +211,8 @@ class TrainingHarness:
         self, batch: tuple[torch.Tensor, ...], size: int
     ) -> tuple[float, GradientSample]:
         """The batch's mean gradient, accumulated from two halves; the first half's gradient
-        norm is read in between (the small-batch measurement GNS needs, at no extra cost)."""
+        norm is read in between: the small-batch measurement GNS needs, for the price of two
+        half-size passes instead of one full one."""
         workload = self.workload
         small = size // 2
         first = tuple(t[:small] for t in batch)
@@ -220,7 +226,7 @@ class TrainingHarness:
         return loss, GradientSample(size, self._gradient_sq_norm(), small, small_sq_norm)
 
     def _gradient_sq_norm(self) -> float:
-        if self.policy.name == "static":
+        if isinstance(self.policy, StaticPolicy):
             return 0.0  # nobody reads it; skip the reduction
         total = torch.zeros((), device=self.workload.device)
         for parameter in self.workload.model.parameters():
@@ -291,18 +297,17 @@ class TrainingHarness:
         if found is None:
             return
         path, state = found
-        for key, expected in (
-            ("job_type", self.config.job_type),
-            ("seed", self.config.seed),
-            ("original_target_steps", self.config.target_steps),
-            ("adaptation", {"mode": self.policy.name}),
-        ):
-            actual = state[key]
-            if key == "adaptation":
-                actual = {"mode": actual["mode"]}
-            if actual != expected:
+        expected = {
+            "job_type": self.config.job_type,
+            "seed": self.config.seed,
+            "original_target_steps": self.config.target_steps,
+            "adaptation": self.policy.name,
+        }
+        actual = {key: state[key] for key in expected} | {"adaptation": state["adaptation"]["mode"]}
+        for key, value in expected.items():
+            if actual[key] != value:
                 raise CheckpointMismatchError(
-                    f"{path}: checkpoint field {key!r} is {actual!r}, this job has {expected!r}"
+                    f"{path}: checkpoint field {key!r} is {actual[key]!r}, this job has {value!r}"
                 )
         workload = self.workload
         workload.model.load_state_dict(state["model"])
