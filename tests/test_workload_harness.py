@@ -138,6 +138,24 @@ def test_lease_in_seconds_expires_at_an_iteration_boundary(tmp_path):
     assert found is not None and found[1]["step"] == exit_message.step
 
 
+def test_initial_lease_in_seconds_counts_from_launch(tmp_path):
+    def steps_within_lease(launched_at: float | None, directory: Path) -> int:
+        ticks = itertools.count(100)  # the clock advances one second per reading
+        channel = MemoryChannel()
+        config = _job(directory, target_steps=10_000, lease_s=10.0)
+        harness = TrainingHarness(
+            config, channel, clock=lambda: float(next(ticks)), launched_at=launched_at
+        )
+        harness.run()
+        assert _exit(channel).reason == "lease_expired"
+        return _exit(channel).step
+
+    # Two clock readings per step. Counted from the first reading (100), the lease ends at
+    # 110: 5 steps; launched 6 s earlier (94), it ends at 104: 2 steps.
+    assert steps_within_lease(None, tmp_path / "a") == 5
+    assert steps_within_lease(94.0, tmp_path / "b") == 2
+
+
 def test_preempt_message_checkpoints_and_exits(tmp_path):
     def preempt_at_step_4(message):
         return [Preempt()] if isinstance(message, Progress) and message.step == 4 else []

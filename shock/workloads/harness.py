@@ -90,8 +90,12 @@ class TrainingHarness:
         config: JobConfig,
         channel: Channel,
         clock: Callable[[], float] = time.monotonic,
+        launched_at: float | None = None,
     ) -> None:
+        """`launched_at` (on `clock`): when the process started; the initial `lease_s` counts
+        from then, so start-up time is inside the lease the agent granted."""
         self.config = config
+        self.launched_at = launched_at
         self.channel = channel
         self.clock = clock
         self.family, self.initial_batch_size = parse_job_type(config.job_type)
@@ -132,7 +136,10 @@ class TrainingHarness:
         )
         now = self.clock()
         if self.config.lease_steps is not None or self.config.lease_s is not None:
-            self.lease.grant(self.config.lease_steps, self.config.lease_s, progress.step, now)
+            lease_start = now if self.launched_at is None else min(self.launched_at, now)
+            self.lease.grant(
+                self.config.lease_steps, self.config.lease_s, progress.step, lease_start
+            )
         self._last_checkpoint_time = now
         self._report_time, self._report_step, self._losses = now, progress.step, []
         first_step = True

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    launched_at = time.monotonic()  # --lease-s counts from here, start-up included
     args = build_parser().parse_args(argv)
     # The agent reads JSON lines on stdout: keep every other print off it.
     messages_out = sys.stdout
@@ -85,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             checkpoint_every_s=args.checkpoint_every_s,
             adaptation_window_samples=args.adaptation_window_samples,
         )
-        harness = TrainingHarness(config, channel)
+        harness = TrainingHarness(config, channel, launched_at=launched_at)
         stop_requests.append(harness.preempt)
         if terminated:
             harness.preempt()
