@@ -166,6 +166,7 @@ def test_contract_round_trip(tmp_path):
 
 
 def test_batch_size_approval_over_stdio(tmp_path):
+    approval = {"batch_size_request": {"type": "batch_size", "batch_size": 20}}
     run = JobProcess(
         tmp_path,
         "--adaptation",
@@ -174,11 +175,11 @@ def test_batch_size_approval_over_stdio(tmp_path):
         "50",
         job_type="LM (batch size 10)",
         target_steps=60,
+        replies=approval,
     )
     run.expect("started")
     request = run.expect("batch_size_request")
-    assert request["reason"] == "gns" and request["batch_size"] == 20
-    run.send({"type": "batch_size", "batch_size": 20})
+    assert request == {"type": "batch_size_request", "step": 20, "batch_size": 20, "reason": "gns"}
     done = run.expect("exit")
     assert done["reason"] == "done" and done["step"] == done["target_steps"] < 60
     assert run.finish() == 0
