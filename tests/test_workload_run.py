@@ -215,11 +215,11 @@ def test_unknown_job_type_is_an_error_message_and_exit_1(tmp_path):
 def test_missing_cuda_device_is_refused():
     import torch
 
-    from shock.workloads.run import _check_device
+    from shock.workloads.workload import check_device
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     with pytest.raises(ValueError, match="CUDA is not available"):
-        _check_device("cuda:0")
+        check_device("cuda:0")
     with pytest.raises(ValueError, match="expected cpu or cuda:N"):
-        _check_device("tpu")
+        check_device("tpu")

@@ -50,6 +50,7 @@ def profile_command(
         import torch
 
         from shock.workloads.profile import measure_throughput
+        from shock.workloads.workload import check_device
     except ImportError as exc:
         raise ShockError(
             f"shock profile needs PyTorch ({exc}); install it with: pip install 'shock[cluster]'"
@@ -62,15 +63,11 @@ def profile_command(
         raise typer.BadParameter("must be >= 1", param_hint="--threads")
     job_types = _requested_job_types(trace, job_type) or list(all_job_types())
     for name in job_types:
-        try:
-            parse_job_type(name)
-        except ValueError as exc:
-            raise ShockError(str(exc)) from exc
-    if device != "cpu" and not (
-        device.startswith("cuda") and torch.cuda.is_available()
-        and (torch.device(device).index or 0) < torch.cuda.device_count()
-    ):
-        raise ShockError(f"--device {device}: no such device here (use cpu or a present cuda:N)")
+        parse_job_type(name)  # an unknown job type stops here, before any measuring
+    try:
+        check_device(device)
+    except ValueError as exc:
+        raise ShockError(str(exc)) from exc
     torch.set_num_threads(threads)
     table = load_throughputs(output) if merge and output.exists() else ThroughputTable()
     console = Console(emoji=False)

@@ -70,9 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         import torch
 
         from shock.workloads.harness import JobConfig, TrainingHarness
+        from shock.workloads.workload import check_device
 
         torch.set_num_threads(args.num_threads)
-        _check_device(args.device)
+        check_device(args.device)
         config = JobConfig(
             job_id=args.job_id,
             job_type=args.job_type,
@@ -100,22 +101,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         channel.send(Error(f"{type(exc).__name__}: {exc}"))
         return 1
     return 0
-
-
-def _check_device(device: str) -> None:
-    import torch
-
-    if device == "cpu":
-        return
-    if not device.startswith("cuda"):
-        raise ValueError(f"--device: expected cpu or cuda:N, got {device!r}")
-    if not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: CUDA is not available on this machine")
-    index = torch.device(device).index or 0
-    if index >= torch.cuda.device_count():
-        raise ValueError(
-            f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) present"
-        )
 
 
 if __name__ == "__main__":

@@ -82,6 +82,22 @@ _BUILDERS = {
 }
 
 
+def check_device(device: str) -> torch.device:
+    """`cpu` or a CUDA device that is present here; ValueError otherwise."""
+    if device == "cpu":
+        return torch.device("cpu")
+    if not device.startswith("cuda"):
+        raise ValueError(f"--device: expected cpu or cuda:N, got {device!r}")
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: CUDA is not available on this machine")
+    index = torch.device(device).index or 0
+    if index >= torch.cuda.device_count():
+        raise ValueError(
+            f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) present"
+        )
+    return torch.device(device)
+
+
 def build_workload(family: str, seed: int, device: str | torch.device = "cpu") -> Workload:
     """The same seed always gives the same initial weights and the same data."""
     builder = _BUILDERS.get(family)
