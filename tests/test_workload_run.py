@@ -223,3 +223,16 @@ def test_missing_cuda_device_is_refused():
         check_device("cuda:0")
     with pytest.raises(ValueError, match="expected cpu or cuda:N"):
         check_device("tpu")
+
+
+def test_bad_arguments_are_an_error_message_and_exit_1():
+    process = subprocess.run(
+        [sys.executable, "-m", "shock.workloads.run", "--job-id", "x"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+    assert process.returncode == 1
+    error = json.loads(process.stdout)
+    assert error["type"] == "error" and "--job-id" in error["message"]

@@ -13,13 +13,24 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from shock.core.errors import ShockError
 from shock.workloads.families import parse_job_type
 
 
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # The agent reads errors on stdout as JSON: report bad arguments the same way.
+        raise _ArgumentError(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m shock.workloads.run",
         description="Train one shock workload under a lease (see docs/workloads.md).",
     )
@@ -46,7 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     launched_at = time.monotonic()  # --lease-s counts from here, start-up included
-    args = build_parser().parse_args(argv)
     # The agent reads JSON lines on stdout: keep every other print off it.
     messages_out = sys.stdout
     sys.stdout = sys.stderr
@@ -54,6 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from shock.workloads.messages import Error
 
     channel = StdioChannel(messages_out, sys.stdin)
+    try:
+        args = build_parser().parse_args(argv)
+    except _ArgumentError as exc:
+        channel.send(Error(f"bad arguments: {exc}"))
+        return 1
     # SIGTERM may come while the workload is still being built: remember it until then.
     stop_requests: list[Callable[[], None]] = []
     terminated = False
