@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import time
 
 import pytest
@@ -20,6 +21,7 @@ from shock.workloads.messages import (
     Exit,
     LeaseGrant,
     Preempt,
+    Progress,
     ProtocolError,
     Started,
     parse_command,
@@ -120,6 +122,15 @@ def test_stdio_channel_notices_a_closed_stdout():
     assert channel.connected()
     channel.send(Started(1, 0, 8, 0))  # does not raise
     assert not channel.connected()
+
+
+def test_progress_with_a_diverged_loss_is_still_strict_json():
+    out = io.StringIO()
+    channel = StdioChannel(out, io.StringIO())
+    channel.send(Progress(3, 10.0, 8, None, 10, 24))
+    assert json.loads(out.getvalue())["loss"] is None
+    with pytest.raises(ValueError):
+        channel.send(Progress(3, 10.0, 8, math.nan, 10, 24))
 
 
 def test_memory_channel_reacts_to_messages():

@@ -45,7 +45,8 @@ class StdioChannel:
         self._reader.start()
 
     def send(self, message: JobMessage) -> None:
-        line = json.dumps(message.to_dict(), separators=(",", ":"))
+        # Strict JSON: a NaN or Infinity would break agents in other languages.
+        line = json.dumps(message.to_dict(), separators=(",", ":"), allow_nan=False)
         with self._lock:
             if not self._connected:
                 return

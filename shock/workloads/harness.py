@@ -9,6 +9,7 @@ samples in all.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -248,12 +249,13 @@ class TrainingHarness:
         steps = progress.step - self._report_step
         if steps <= 0:
             return
+        mean_loss = sum(self._losses) / len(self._losses) if self._losses else math.nan
         self.channel.send(
             Progress(
                 step=progress.step,
                 steps_per_s=steps / max(now - self._report_time, 1e-9),
                 batch_size=progress.batch_size,
-                loss=sum(self._losses) / len(self._losses),
+                loss=mean_loss if math.isfinite(mean_loss) else None,
                 target_steps=progress.target_steps,
                 samples=progress.samples,
             )

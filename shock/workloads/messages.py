@@ -41,7 +41,7 @@ class Progress(_Message):
     step: int
     steps_per_s: float
     batch_size: int
-    loss: float
+    loss: float | None  # None when the loss is not finite (a diverged run)
     # Beyond the contract's four fields: the (possibly rescaled) step target and samples done.
     target_steps: int
     samples: int
