@@ -12,11 +12,13 @@ from rich.markup import escape
 
 from shock import __version__
 from shock.cli.bench_commands import bench_app
+from shock.cli.cluster_commands import parse_job_command, serve_command, worker_command
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.progress import ProgressObserver
 from shock.cli.trace_commands import trace_app
-from shock.core.errors import ShockError
+from shock.core.errors import InputError, ShockError
 from shock.core.plugins import default_registry
+from shock.core.run import ClusterRuntime
 from shock.core.runner import DEFAULT_CLUSTER, DEFAULT_POLICY, RunOptions, parse_window, run
 
 app = typer.Typer(
@@ -28,6 +30,8 @@ app = typer.Typer(
 )
 app.add_typer(trace_app, name="trace")
 app.add_typer(bench_app, name="bench")
+app.command("serve")(serve_command)
+app.command("worker")(worker_command)
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -97,8 +101,44 @@ def run_command(
         Path | None, typer.Option("--json", help="Write the results document here.")
     ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    local_workers: Annotated[
+        int | None,
+        typer.Option(help="grpc backend: local worker agents to start (default 2); "
+                     "replaces --cluster."),
+    ] = None,
+    gpus_per_worker: Annotated[
+        int | None, typer.Option(help="grpc backend: simulated GPUs per worker (default 2).")
+    ] = None,
+    gpu_type: Annotated[str, typer.Option(help="grpc backend: the workers' GPU type.")] = "v100",
+    job_command: Annotated[
+        str | None,
+        typer.Option(help="grpc backend: command that runs one job "
+                     "(default: python -m shock.workloads.run)."),
+    ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(help="grpc backend: journal and checkpoints (default: a temporary dir)."),
+    ] = None,
+    checkpoint_every: Annotated[
+        float | None, typer.Option(help="grpc backend: jobs checkpoint at least this often (s).")
+    ] = None,
 ) -> None:
     """Run a policy on a trace and print a summary."""
+    runtime = ClusterRuntime()
+    if backend == "grpc":
+        workers, per_worker = local_workers or 2, gpus_per_worker or 2
+        if workers < 1 or per_worker < 1:
+            raise InputError("must be >= 1", field="--local-workers/--gpus-per-worker")
+        # N local workers x G GPUs is a cluster of N servers with G GPUs each.
+        cluster, gpus_per_server = f"{gpu_type}={workers * per_worker}", per_worker
+        round_length = 30.0 if round_length is None else round_length
+        runtime = ClusterRuntime(
+            job_command=parse_job_command(job_command) if job_command else (),
+            state_dir=str(state_dir) if state_dir else None,
+            checkpoint_every_s=checkpoint_every,
+        )
+    elif local_workers is not None or gpus_per_worker is not None or job_command is not None:
+        raise InputError("only with --backend grpc", field="--local-workers")
     options = RunOptions(
         policy=policy,
         backend=backend,
@@ -117,6 +157,7 @@ def run_command(
         time_limit_s=time_limit,
         partitions=partitions,
         prices=prices,
+        cluster_runtime=runtime,
     )
     registry = default_registry()
     console = make_console()

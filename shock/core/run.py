@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from shock.core.mechanism import MechanismConfig
@@ -17,6 +17,16 @@ from shock.core.trace import Trace
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterRuntime:
+    """How a backend that runs real jobs runs them (the simulator ignores it)."""
+
+    job_command: tuple[str, ...] = ()  # (): the training harness, python -m shock.workloads.run
+    state_dir: str | None = None  # journal and checkpoints; None: a temporary directory
+    heartbeat_s: float = 1.0
+    checkpoint_every_s: float | None = None  # None: the job's default
+
+
+@dataclass(frozen=True, slots=True)
 class RunConfig:
     mechanism: MechanismConfig
     preset: str = "default"
@@ -26,6 +36,7 @@ class RunConfig:
     seed: int = 0
     # Price of one GPU-hour per worker type, for cost-aware policies.
     prices: dict[str, float] | None = None
+    cluster_runtime: ClusterRuntime = field(default_factory=ClusterRuntime)
 
 
 @dataclass(frozen=True, slots=True)
