@@ -43,8 +43,11 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
         return _answer(context, lambda: self.scheduler.register(request))
 
     def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatReply:
-        _require_worker(request.worker_id)
-        return _answer(context, lambda: self.scheduler.heartbeat(request))
+        def handle() -> pb.HeartbeatReply:
+            _require_worker(request.worker_id)
+            return self.scheduler.heartbeat(request)
+
+        return _answer(context, handle)
 
     def ReportEvents(
         self, request: pb.ReportEventsRequest, context: Any
