@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS runs (
     lease_until REAL NOT NULL,
     start_step INTEGER NOT NULL,
     resumed_from_step INTEGER,
+    started_at REAL,
     last_step INTEGER NOT NULL,
     ended_at REAL,
     end_reason TEXT
@@ -236,9 +237,10 @@ class Journal:
     def set_run_lease(self, run_id: int, lease_until: float) -> None:
         self._db.execute("UPDATE runs SET lease_until = ? WHERE run_id = ?", (lease_until, run_id))
 
-    def set_run_started(self, run_id: int, resumed_from_step: int) -> None:
+    def set_run_started(self, run_id: int, resumed_from_step: int, at: float) -> None:
         self._db.execute(
-            "UPDATE runs SET resumed_from_step = ? WHERE run_id = ?", (resumed_from_step, run_id)
+            "UPDATE runs SET resumed_from_step = ?, started_at = ? WHERE run_id = ?",
+            (resumed_from_step, at, run_id),
         )
 
     def set_run_step(self, run_id: int, step: int) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,20 +135,21 @@ class ClusterScheduler:
         self._round_runs: dict[int, list[int]] = {}
         self._failure: str | None = None
         self.done = False
+        self.incarnation = uuid.uuid4().hex
         self._load()
 
     # Start-up: a fresh run, or resume from the journal.
 
     def _load(self) -> None:
         journal = self.journal
+        # Time zero of the trace: when the first round starts (the cluster is up), fixed in
+        # the journal so that a restarted scheduler keeps measuring from it.
         t0 = journal.get_meta("t0")
-        if t0 is None:
-            self.t0 = time.time()
-            journal.set_meta("t0", repr(self.t0))
+        self.t0 = time.time() if t0 is None else float(t0)
+        self._t0_fixed = t0 is not None
+        if journal.get_meta("trace") is None:
             journal.set_meta("trace", self.request.trace.source)
             journal.add_jobs(list(self.request.trace.jobs))
-        else:
-            self.t0 = float(t0)
         for row in journal.jobs():
             self.jobs[row.spec.job_id] = TrackedJob(
                 row.spec, row.step, row.checkpoint_step, row.completed_at
@@ -221,7 +223,7 @@ class ClusterScheduler:
             self._changed.notify_all()
             return pb.RegisterReply(
                 worker_id=slot.worker_id, heartbeat_s=self.settings.heartbeat_s,
-                scheduler_incarnation=repr(self.t0),
+                scheduler_incarnation=self.incarnation,
             )  # fmt: skip
 
     def _reconcile(self, slot: WorkerSlot, live: Sequence[pb.LiveRun], now: float) -> None:
@@ -307,7 +309,7 @@ class ClusterScheduler:
         if kind == "started":
             run.started_at = now
             job.step = event.started.resumed_from_step
-            journal.set_run_started(run.run_id, job.step)
+            journal.set_run_started(run.run_id, job.step, now)
             journal.set_progress(job.job_id, job.step)
         elif kind == "progress":
             job.step = event.progress.step
@@ -534,6 +536,9 @@ class ClusterScheduler:
                 after.deficit[column] = before.deficit[previous]
 
     def _start_round(self, now: float) -> None:
+        if not self._t0_fixed:
+            self.t0, self._t0_fixed = now, True
+            self.journal.set_meta("t0", repr(now))
         if self.mechanism is None or self._live_signature() != self._cluster_signature:
             self._rebuild_mechanism()
         mechanism = self.mechanism
