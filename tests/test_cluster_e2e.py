@@ -164,3 +164,28 @@ def test_killed_scheduler_restarts_from_its_journal(tmp_path: Path) -> None:
         assert second.wait(timeout=150) == 0, procs.log("serve-2")
         assert "jobs measured" in procs.log("serve-2")
     assert_all_complete_once(state_dir, SIX_JOBS)
+
+
+def test_ctrl_c_stops_every_process_it_started(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "six.trace", SIX_JOBS)
+    state_dir = tmp_path / "state"
+    process = subprocess.Popen(
+        [*SHOCK, "run", "--backend", "grpc", "--trace", str(trace), "--local-workers", "2",
+         "--gpus-per-worker", "1", "--round-length", "10", "--state-dir", str(state_dir),
+         "--quiet", *job_command_options()],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: bool(query(state_dir, "SELECT 1 FROM runs WHERE last_step > 10")),
+                 60, "jobs running")  # fmt: skip
+        os.kill(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 2
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    leftover = subprocess.run(["pgrep", "-f", str(state_dir)], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""
+    # The preempted jobs checkpointed on their way out.
+    assert query(state_dir, "SELECT count(*) FROM runs WHERE end_reason IS NULL") in ([(0,)], [])

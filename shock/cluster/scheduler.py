@@ -345,6 +345,7 @@ class ClusterScheduler:
                 self._failure = (
                     f"job {job.spec.job_id} ({job.spec.job_type}) failed "
                     f"{job.failures} times; last: {exit.reason} {exit.message}".strip()
+                    + " (its output is in the worker's job logs)"
                 )
         else:
             job.step = exit.step

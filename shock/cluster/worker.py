@@ -79,6 +79,8 @@ class WorkerAgent:
         self._seq = itertools.count(1)
         self._outbox_ready = threading.Condition(self._lock)
         self._stop = threading.Event()
+        # Set once every job has stopped: the sender then delivers what is left and ends.
+        self._draining = threading.Event()
         self._last_contact = time.monotonic()
 
     # Calls.
@@ -163,17 +165,17 @@ class WorkerAgent:
         """Sender thread: flush the outbox until stopped (and then once more, bounded)."""
         while True:
             with self._lock:
-                if (not self._outbox or not self.worker_id) and not self._stop.is_set():
+                if (not self._outbox or not self.worker_id) and not self._draining.is_set():
                     self._outbox_ready.wait(timeout=0.5)
                 batch = list(self._outbox)
             if batch and self.worker_id:
                 try:
                     self._flush()
                 except (grpc.RpcError, AuthenticationError):
-                    if self._stop.is_set():
+                    if self._draining.is_set():
                         return
                     time.sleep(0.5)
-            elif self._stop.is_set():
+            elif self._draining.is_set():
                 return
 
     # Commands.
@@ -238,6 +240,9 @@ class WorkerAgent:
         finally:
             self._stop.set()
             self._stop_jobs()
+            with self._lock:
+                self._draining.set()
+                self._outbox_ready.notify_all()
             if sender.is_alive():
                 sender.join(timeout=self.settings.stop_grace_s)
             self._channel.close()

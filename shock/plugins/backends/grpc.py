@@ -16,6 +16,7 @@ from shock.cluster.jobproc import DEFAULT_JOB_COMMAND
 from shock.cluster.local import LocalWorkers, LocalWorkerSpec
 from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
 from shock.cluster.service import ServerAddress, start_server
+from shock.core.errors import ShockError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
@@ -77,6 +78,10 @@ class GrpcBackend:
                         checkpoint_every_s=runtime.checkpoint_every_s,
                     )
                     return scheduler.run()
+            except KeyboardInterrupt:
+                raise ShockError(
+                    "interrupted: the scheduler, its workers and their jobs were stopped"
+                ) from None
             finally:
                 workers.stop()
                 server.stop(grace=1.0).wait(timeout=5)
