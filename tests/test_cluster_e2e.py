@@ -115,6 +115,7 @@ def test_killed_worker_loses_at_most_a_checkpoint_interval(tmp_path: Path) -> No
     with processes(tmp_path / "logs") as procs:
         serve = procs.start("serve", _serve(state_dir, trace, port), env)
         victim = procs.start("worker-a", _worker(address, tmp_path / "a"), env)
+        wait_for(lambda: bool(query(state_dir, "SELECT 1 FROM workers")), 60, "worker-1")
         procs.start("worker-b", _worker(address, tmp_path / "b"), env)
         # Kill the first worker once its jobs made progress past a checkpoint.
         wait_for(

@@ -193,3 +193,15 @@ def test_stub_generation_is_one_documented_command(tmp_path: Path) -> None:
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     assert (tmp_path / "shock/cluster/proto/shock_cluster_pb2_grpc.py").exists()
+
+
+def test_the_cli_and_plugin_loading_do_not_import_grpc() -> None:
+    """`shock` works without the cluster extra: gRPC loads only when a cluster command runs."""
+    code = (
+        "import sys, shock.cli.app\n"
+        "from shock.core.plugins import default_registry\n"
+        "default_registry().get('backend', 'grpc')\n"
+        "assert 'grpc' not in sys.modules and 'google.protobuf' not in sys.modules\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert completed.returncode == 0, completed.stderr

@@ -12,13 +12,17 @@ from rich.markup import escape
 
 from shock import __version__
 from shock.cli.bench_commands import bench_app
-from shock.cli.cluster_commands import parse_job_command, serve_command, worker_command
+from shock.cli.cluster_commands import (
+    cluster_runtime,
+    local_cluster,
+    serve_command,
+    worker_command,
+)
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.progress import ProgressObserver
 from shock.cli.trace_commands import trace_app
-from shock.core.errors import InputError, ShockError
+from shock.core.errors import ShockError
 from shock.core.plugins import default_registry
-from shock.core.run import ClusterRuntime
 from shock.core.runner import DEFAULT_CLUSTER, DEFAULT_POLICY, RunOptions, parse_window, run
 
 app = typer.Typer(
@@ -124,21 +128,11 @@ def run_command(
     ] = None,
 ) -> None:
     """Run a policy on a trace and print a summary."""
-    runtime = ClusterRuntime()
-    if backend == "grpc":
-        workers, per_worker = local_workers or 2, gpus_per_worker or 2
-        if workers < 1 or per_worker < 1:
-            raise InputError("must be >= 1", field="--local-workers/--gpus-per-worker")
-        # N local workers x G GPUs is a cluster of N servers with G GPUs each.
-        cluster, gpus_per_server = f"{gpu_type}={workers * per_worker}", per_worker
+    local = local_cluster(backend, local_workers, gpus_per_worker, gpu_type, job_command)
+    if local is not None:
+        cluster, gpus_per_server = local
         round_length = 30.0 if round_length is None else round_length
-        runtime = ClusterRuntime(
-            job_command=parse_job_command(job_command) if job_command else (),
-            state_dir=str(state_dir) if state_dir else None,
-            checkpoint_every_s=checkpoint_every,
-        )
-    elif local_workers is not None or gpus_per_worker is not None or job_command is not None:
-        raise InputError("only with --backend grpc", field="--local-workers")
+    runtime = cluster_runtime(job_command, state_dir, checkpoint_every)
     options = RunOptions(
         policy=policy,
         backend=backend,

@@ -7,22 +7,21 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from shock.cli.output import print_run_header, summary_table
-from shock.cluster.auth import TOKEN_ENV, TlsFiles, new_token
-from shock.cluster.jobproc import DEFAULT_JOB_COMMAND
-from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
-from shock.cluster.service import DEFAULT_HOST, ServerAddress, start_server
-from shock.cluster.worker import WorkerAgent, WorkerSettings
-from shock.core.errors import InputError
+from shock.cluster.defaults import DEFAULT_HOST, DEFAULT_JOB_COMMAND, DEFAULT_PORT, TOKEN_ENV
+from shock.core.errors import InputError, ShockError
 from shock.core.plugins import default_registry
+from shock.core.run import ClusterRuntime
 from shock.core.runner import DEFAULT_POLICY, RunOptions, build_request
 
-DEFAULT_PORT = 50051
+if TYPE_CHECKING:
+    from shock.cluster.auth import TlsFiles
+
 TOKEN_FILE = "token"
 
 TokenOption = Annotated[
@@ -50,9 +49,48 @@ def parse_job_command(text: str | None) -> tuple[str, ...]:
     return parts
 
 
+def _require_cluster_extra() -> None:
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        raise ShockError("needs the cluster extra: pip install 'shock[cluster]'") from None
+
+
 def _tls(cert: Path | None, key: Path | None, ca: Path | None) -> TlsFiles | None:
+    from shock.cluster.auth import TlsFiles
+
     tls = TlsFiles(cert, key, ca)
     return tls if tls.enabled else None
+
+
+def local_cluster(
+    backend: str,
+    local_workers: int | None,
+    gpus_per_worker: int | None,
+    gpu_type: str,
+    job_command: str | None,
+) -> tuple[str, int] | None:
+    """`shock run --backend grpc`: N local workers x G GPUs is the cluster `type=N*G` with G
+    GPUs per server (one worker per server). None for other backends."""
+    if backend != "grpc":
+        if local_workers is not None or gpus_per_worker is not None or job_command is not None:
+            raise InputError("only with --backend grpc", field="--local-workers")
+        return None
+    workers = 2 if local_workers is None else local_workers
+    per_worker = 2 if gpus_per_worker is None else gpus_per_worker
+    if workers < 1 or per_worker < 1:
+        raise InputError("must be >= 1", field="--local-workers/--gpus-per-worker")
+    return f"{gpu_type}={workers * per_worker}", per_worker
+
+
+def cluster_runtime(
+    job_command: str | None, state_dir: Path | None, checkpoint_every: float | None
+) -> ClusterRuntime:
+    return ClusterRuntime(
+        job_command=parse_job_command(job_command) if job_command else (),
+        state_dir=str(state_dir) if state_dir else None,
+        checkpoint_every_s=checkpoint_every,
+    )
 
 
 def _stop_on_sigterm(stop: threading.Event) -> None:
@@ -93,6 +131,11 @@ def serve_command(
 ) -> None:
     """Run the scheduler service: workers register with it and it runs the trace on them.
     Restarting it with the same --state-dir resumes every job."""
+    _require_cluster_extra()
+    from shock.cluster.auth import new_token
+    from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
+    from shock.cluster.service import ServerAddress, start_server
+
     console = Console()
     state_dir.mkdir(parents=True, exist_ok=True)
     if token is None:
@@ -167,6 +210,9 @@ def worker_command(
     ] = None,
 ) -> None:
     """Run a worker agent: register with the scheduler and run the jobs it sends."""
+    _require_cluster_extra()
+    from shock.cluster.worker import WorkerAgent, WorkerSettings
+
     if not token:
         raise InputError(f"a worker needs the cluster's token (--token or ${TOKEN_ENV})",
                          field="--token")  # fmt: skip

@@ -20,7 +20,6 @@ import grpc
 from shock.core.errors import InputError
 
 TOKEN_METADATA_KEY = "x-shock-token"
-TOKEN_ENV = "SHOCK_TOKEN"
 
 
 def new_token() -> str:

@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,8 +23,6 @@ from typing import IO, Any
 
 from shock.cluster.proto import shock_cluster_pb2 as pb
 
-# The real training harness; tests swap in a stand-in with `--job-command`.
-DEFAULT_JOB_COMMAND: tuple[str, ...] = (sys.executable, "-m", "shock.workloads.run")
 _PR_SET_PDEATHSIG = 1
 
 

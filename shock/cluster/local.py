@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from shock.cluster.auth import TOKEN_ENV
+from shock.cluster.defaults import TOKEN_ENV
 from shock.cluster.jobproc import die_with_parent
 
 

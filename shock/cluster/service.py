@@ -11,12 +11,12 @@ from typing import Any, TypeVar
 import grpc
 
 from shock.cluster.auth import TlsFiles, TokenInterceptor
+from shock.cluster.defaults import DEFAULT_HOST
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
 from shock.cluster.scheduler import ClusterScheduler, PreconditionError, RequestError
 from shock.core.errors import ShockError
 
-DEFAULT_HOST = "127.0.0.1"
 _log = logging.getLogger(__name__)
 Reply = TypeVar("Reply")
 

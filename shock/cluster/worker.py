@@ -21,7 +21,8 @@ from pathlib import Path
 import grpc
 
 from shock.cluster.auth import TlsFiles, open_channel, token_metadata
-from shock.cluster.jobproc import DEFAULT_JOB_COMMAND, JobProcess
+from shock.cluster.defaults import DEFAULT_JOB_COMMAND
+from shock.cluster.jobproc import JobProcess
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
 from shock.core.errors import ShockError

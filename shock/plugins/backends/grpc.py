@@ -11,11 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from shock.cluster.auth import new_token
-from shock.cluster.jobproc import DEFAULT_JOB_COMMAND
-from shock.cluster.local import LocalWorkers, LocalWorkerSpec
-from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
-from shock.cluster.service import ServerAddress, start_server
+from shock.cluster.defaults import DEFAULT_JOB_COMMAND
 from shock.core.errors import ShockError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.results import RunResult
@@ -44,6 +40,16 @@ class GrpcBackend:
     description = "real jobs on local worker agents over gRPC (one worker per server)"
 
     def run(self, request: RunRequest) -> RunResult:
+        # Imported here: loading the plugin must not need the cluster extra.
+        try:
+            from shock.cluster.auth import new_token
+            from shock.cluster.local import LocalWorkers, LocalWorkerSpec
+            from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
+            from shock.cluster.service import ServerAddress, start_server
+        except ImportError as exc:
+            raise ShockError(
+                f"the grpc backend needs the cluster extra (pip install 'shock[cluster]'): {exc}"
+            ) from None
         runtime = request.config.cluster_runtime
         with tempfile.TemporaryDirectory(prefix="shock-grpc-") as scratch:
             state_dir = Path(runtime.state_dir) if runtime.state_dir else Path(scratch)
