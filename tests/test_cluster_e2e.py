@@ -12,11 +12,13 @@ import subprocess
 import time
 from collections import defaultdict
 from pathlib import Path
+from subprocess import Popen
 
 import pytest
 from cluster_procs import (
     SHOCK,
     SIX_JOBS,
+    Processes,
     free_port,
     job_command_options,
     processes,
@@ -106,22 +108,26 @@ def _worker(address: str, log_dir: Path) -> list[str]:
             *job_command_options()]  # fmt: skip
 
 
-def test_killed_worker_loses_at_most_a_checkpoint_interval(tmp_path: Path) -> None:
-    trace = write_trace(tmp_path / "six.trace", SIX_JOBS)
-    state_dir = tmp_path / "state"
-    port = free_port()
-    address = f"127.0.0.1:{port}"
+def _start_cluster(procs: Processes, tmp_path: Path, port: int) -> tuple[Popen, Popen]:
+    """`shock serve` and two workers; the first worker to start is worker-1."""
+    state_dir, address = tmp_path / "state", f"127.0.0.1:{port}"
     env = {"SHOCK_TOKEN": TOKEN}
+    trace = write_trace(tmp_path / "six.trace", SIX_JOBS)
+    serve = procs.start("serve", _serve(state_dir, trace, port), env)
+    first = procs.start("worker-a", _worker(address, tmp_path / "a"), env)
+    wait_for(lambda: bool(query(state_dir, "SELECT 1 FROM workers")), 60, "worker-1")
+    procs.start("worker-b", _worker(address, tmp_path / "b"), env)
+    return serve, first
+
+
+def test_killed_worker_loses_at_most_a_checkpoint_interval(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
     with processes(tmp_path / "logs") as procs:
-        serve = procs.start("serve", _serve(state_dir, trace, port), env)
-        victim = procs.start("worker-a", _worker(address, tmp_path / "a"), env)
-        wait_for(lambda: bool(query(state_dir, "SELECT 1 FROM workers")), 60, "worker-1")
-        procs.start("worker-b", _worker(address, tmp_path / "b"), env)
-        # Kill the first worker once its jobs made progress past a checkpoint.
+        serve, victim = _start_cluster(procs, tmp_path, free_port())
+        # Kill worker-1 once its jobs made progress past a checkpoint.
         wait_for(
-            lambda: bool(query(state_dir, "SELECT 1 FROM runs r JOIN workers w "
-                               "USING (worker_id) WHERE w.gpus = 2 AND r.last_step > 60 "
-                               "AND r.ended_at IS NULL AND r.worker_id = 'worker-1'")),
+            lambda: bool(query(state_dir, "SELECT 1 FROM runs WHERE last_step > 60 "
+                               "AND ended_at IS NULL AND worker_id = 'worker-1'")),
             60, "progress on worker-1",
         )  # fmt: skip
         os.kill(victim.pid, signal.SIGKILL)
@@ -129,6 +135,8 @@ def test_killed_worker_loses_at_most_a_checkpoint_interval(tmp_path: Path) -> No
     assert_all_complete_once(state_dir, SIX_JOBS)
     assert query(state_dir, "SELECT dead_at IS NOT NULL FROM workers WHERE worker_id = "
                  "'worker-1'") == [(1,)]  # fmt: skip
+    rates = {str(job_type): float(str(rate)) for job_type, rate in
+             query(state_dir, "SELECT job_type, steps_per_s FROM throughputs")}  # fmt: skip
     runs = runs_by_job(state_dir)
     lost_runs = 0
     for job_id, job_runs in runs.items():
@@ -138,30 +146,22 @@ def test_killed_worker_loses_at_most_a_checkpoint_interval(tmp_path: Path) -> No
             lost_runs += 1
             assert after[1] == "worker-2"  # resumed on the other worker, from its checkpoint
             assert after[2] > 0
-            # At most one checkpoint interval (2 s) of steps, at the job's step rate.
-            job_type = SIX_JOBS[job_id][0]
-            rate = {"ResNet-18": 20, "ResNet-50": 10, "Transformer": 12.5, "LM": 25,
-                    "Recommendation": 33.3}[job_type.split(" ")[0]]  # fmt: skip
-            assert before[3] - after[2] <= 2 * rate + 1, (before, after)
+            # At most one checkpoint interval (2 s) of steps at the job's measured rate.
+            rate = rates[SIX_JOBS[job_id][0]]
+            assert before[3] - after[2] <= 2 * rate * 1.2 + 1, (before, after)
     assert lost_runs >= 1, runs
 
 
 def test_killed_scheduler_restarts_from_its_journal(tmp_path: Path) -> None:
-    trace = write_trace(tmp_path / "six.trace", SIX_JOBS)
-    state_dir = tmp_path / "state"
-    port = free_port()
-    address = f"127.0.0.1:{port}"
-    env = {"SHOCK_TOKEN": TOKEN}
+    state_dir, port = tmp_path / "state", free_port()
     with processes(tmp_path / "logs") as procs:
-        first = procs.start("serve-1", _serve(state_dir, trace, port), env)
-        procs.start("worker-a", _worker(address, tmp_path / "a"), env)
-        procs.start("worker-b", _worker(address, tmp_path / "b"), env)
+        first, _ = _start_cluster(procs, tmp_path, port)
         wait_for(lambda: bool(query(state_dir, "SELECT 1 FROM jobs WHERE checkpoint_step > 0")),
                  60, "a checkpoint")  # fmt: skip
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=5)
         time.sleep(1.5)
-        second = procs.start("serve-2", _serve(state_dir, None, port), env)
+        second = procs.start("serve-2", _serve(state_dir, None, port), {"SHOCK_TOKEN": TOKEN})
         assert second.wait(timeout=150) == 0, procs.log("serve-2")
         assert "jobs measured" in procs.log("serve-2")
     assert_all_complete_once(state_dir, SIX_JOBS)
