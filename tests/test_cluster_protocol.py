@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
 from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
 from shock.cluster.service import ServerAddress, start_server
 from shock.core.model import JobSpec
+from shock.core.results import RunResult
 from shock.core.runner import RunOptions, build_request
 from shock.core.throughputs import ThroughputTable
 
@@ -205,3 +207,75 @@ def test_the_cli_and_plugin_loading_do_not_import_grpc() -> None:
     )
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert completed.returncode == 0, completed.stderr
+
+
+def test_a_scripted_worker_runs_a_job_through_the_protocol(tmp_path: Path) -> None:
+    """One job, driven by the test as the worker: launch, lease renewal, batch-size approval,
+    resent events applied once, completion, shutdown."""
+    trace = write_trace(tmp_path / "one.trace", [("LM (batch size 32)", 10)])
+    request = build_request(RunOptions(trace=str(trace), cluster="v100=1", round_length_s=5.0))
+    scheduler = ClusterScheduler(
+        request, SchedulerSettings(state_dir=tmp_path / "state", heartbeat_s=0.2)
+    )
+    server, port = start_server(scheduler, ServerAddress(port=0), TOKEN)
+    results: list[object] = []
+    loop = threading.Thread(target=lambda: results.append(scheduler.run()), daemon=True)
+    loop.start()
+    metadata = token_metadata(TOKEN)
+    try:
+        with open_channel(f"127.0.0.1:{port}") as channel:
+            stub = pb_grpc.SchedulerStub(channel)
+            worker_id = _register(stub).worker_id
+
+            def commands(kind: str) -> list[pb.Command]:
+                for _ in range(50):
+                    reply = stub.Heartbeat(pb.HeartbeatRequest(worker_id=worker_id, wait_s=0.2),
+                                           metadata=metadata, timeout=5)  # fmt: skip
+                    found = [c for c in reply.commands if c.WhichOneof("command") == kind]
+                    if found or (kind == "shutdown" and reply.shutdown):
+                        return found
+                raise AssertionError(f"no {kind} command")
+
+            launch = commands("launch")[0].launch
+            assert (launch.job_id, launch.target_steps, list(launch.gpus)) == (0, 10, [0])
+            assert 5.0 < launch.lease_s <= 5.0 + 2.0  # the round plus its grace
+
+            def report(*events: pb.JobEvent) -> int:
+                for event in events:
+                    event.run_id, event.job_id = launch.run_id, 0
+                reply = stub.ReportEvents(
+                    pb.ReportEventsRequest(worker_id=worker_id, events=list(events)),
+                    metadata=metadata, timeout=5,
+                )  # fmt: skip
+                return int(reply.acked_seq)
+
+            started = pb.JobEvent(seq=1, started=pb.Started(step=0, batch_size=32))
+            progress = pb.JobEvent(seq=2, progress=pb.Progress(step=5, steps_per_s=40.0))
+            wants = pb.JobEvent(seq=3, batch_size_request=pb.BatchSizeRequest(batch_size=64))
+            assert report(started, progress, wants) == 3
+            assert commands("batch_size")[0].batch_size.batch_size == 64
+            renewal = stub.RenewLease(
+                pb.RenewLeaseRequest(worker_id=worker_id, run_id=launch.run_id, step=5),
+                metadata=metadata, timeout=5,
+            )  # fmt: skip
+            assert renewal.granted and renewal.seconds > 0
+            done = pb.JobEvent(seq=4, exit=pb.Exit(reason="done", step=10, target_steps=10))
+            assert report(started, progress, wants, done) == 4  # resent: applied once
+            assert report(done) == 4
+            commands("shutdown")
+            loop.join(timeout=30)
+            ended = stub.RenewLease(
+                pb.RenewLeaseRequest(worker_id=worker_id, run_id=launch.run_id, step=10),
+                metadata=metadata, timeout=5,
+            )  # fmt: skip
+            assert not ended.granted
+    finally:
+        server.stop(grace=0).wait(timeout=5)
+    assert len(results) == 1
+    result = results[0]
+    assert isinstance(result, RunResult)
+    assert [record.job_id for record in result.records] == [0]
+    assert scheduler.estimates.estimate("LM (batch size 32)", 1, "v100") == 40.0
+    runs = scheduler.journal.runs()
+    assert [(run.end_reason, run.last_step) for run in runs] == [("done", 10)]
+    scheduler.journal.close()
