@@ -24,6 +24,7 @@ from typing import IO, Any
 from shock.cluster.proto import shock_cluster_pb2 as pb
 
 _PR_SET_PDEATHSIG = 1
+_LINGER_S = 30.0
 
 
 def die_with_parent() -> None:
@@ -171,7 +172,7 @@ class JobProcess:
                 if self.saw_exit:
                     continue
                 self.saw_exit = True
-                event.exit.exit_code = self.process.wait()
+                event.exit.exit_code = self._wait_for_exit()
             self._on_event(self, event)
         code = self.process.wait()
         if not self.saw_exit:
@@ -182,6 +183,15 @@ class JobProcess:
                 pb.JobEvent(exit=pb.Exit(reason="crashed", step=self.step, exit_code=code)),
             )
         self._log.close()
+
+    def _wait_for_exit(self) -> int:
+        """The exit line is the job's last word: a process that lingers after it is ended."""
+        try:
+            return self.process.wait(timeout=_LINGER_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            return self.process.wait()
 
     @property
     def finished(self) -> bool:

@@ -245,6 +245,7 @@ class ClusterScheduler:
             if slot is None or not slot.registered or not slot.alive:
                 return pb.HeartbeatReply(reregister=True)
             slot.last_seen = time.time()
+            self._close_unlaunched(slot, {run.run_id for run in request.live_runs})
             wait_s = min(max(request.wait_s, 0.0), self.settings.heartbeat_s)
             if not slot.commands and not self.done:
                 self._changed.wait_for(lambda: bool(slot.commands) or self.done, timeout=wait_s)
@@ -254,6 +255,21 @@ class ClusterScheduler:
                 slot.told_shutdown = True
                 self._changed.notify_all()
             return pb.HeartbeatReply(commands=commands, shutdown=self.done)
+
+    def _close_unlaunched(self, slot: WorkerSlot, live: set[int]) -> None:
+        """A run the worker never started (its launch command was lost with a reply) and
+        still does not list long after its launch is closed, so its job can go on."""
+        now = time.time()
+        patience = max(self.settings.dead_after_s, 3 * self.settings.heartbeat_s)
+        for run in list(self.runs.values()):
+            if (
+                run.worker_id == slot.worker_id
+                and run.ended_at is None
+                and run.started_at is None
+                and run.run_id not in live
+                and now - run.launched_at > patience
+            ):
+                self._close_run(run, now, "lost", wait_for_lease=False)
 
     def report_events(self, request: pb.ReportEventsRequest) -> pb.ReportEventsReply:
         with self._lock:
@@ -328,7 +344,12 @@ class ClusterScheduler:
             ))  # fmt: skip
 
     def _apply_exit(self, job: TrackedJob, run: Run | None, exit: pb.Exit, now: float) -> None:
-        if exit.reason == "done" and exit.step >= (exit.target_steps or job.spec.total_steps):
+        completed = exit.reason == "done" and exit.step >= (
+            exit.target_steps or job.spec.total_steps
+        )
+        if (run is None or run.ended_at is not None) and not completed:
+            return  # a run closed before its exit arrived: only a completion still counts
+        if completed:
             job.step = job.spec.total_steps
             run_id = run.run_id if run is not None else 0
             if self.journal.record_completion(job.spec.job_id, now, run_id, job.step):

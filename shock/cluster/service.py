@@ -86,7 +86,7 @@ def start_server(
     address: ServerAddress,
     token: str,
     tls: TlsFiles | None = None,
-    threads: int = 32,
+    threads: int = 128,  # each worker holds one in its long-poll heartbeat
 ) -> tuple[grpc.Server, int]:
     """Start serving; returns the server and the port it bound."""
     server = grpc.server(

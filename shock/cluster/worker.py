@@ -202,7 +202,9 @@ class WorkerAgent:
         with self._lock:
             if launch.run_id in self._jobs:
                 return  # a repeated command
-        device = self.devices[launch.gpus[0]].name if launch.gpus else "cpu"
+        if not launch.gpus or any(not 0 <= g < len(self.devices) for g in launch.gpus):
+            return  # not our GPUs: the scheduler sees no "started" and the lease runs out
+        device = self.devices[launch.gpus[0]].name
         if device.startswith("cuda"):
             device = f"cuda:{launch.gpus[0]}"
         env = dict(os.environ)
