@@ -22,6 +22,7 @@ from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
 from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
 from shock.cluster.service import ServerAddress, start_server
+from shock.core.errors import ShockError
 from shock.core.model import JobSpec
 from shock.core.results import RunResult
 from shock.core.runner import RunOptions, build_request
@@ -279,3 +280,11 @@ def test_a_scripted_worker_runs_a_job_through_the_protocol(tmp_path: Path) -> No
     runs = scheduler.journal.runs()
     assert [(run.end_reason, run.last_step) for run in runs] == [("done", 10)]
     scheduler.journal.close()
+
+
+def test_one_scheduler_per_state_directory(tmp_path: Path) -> None:
+    first = Journal(tmp_path)
+    with pytest.raises(ShockError, match="another scheduler"):
+        Journal(tmp_path)
+    first.close()
+    Journal(tmp_path).close()  # free again once the first one closed

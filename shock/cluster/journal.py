@@ -10,6 +10,7 @@ never launched again.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -17,9 +18,11 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from shock.core.errors import ShockError
 from shock.core.model import JobSpec
 
 JOURNAL_FILE = "journal.sqlite"
+LOCK_FILE = "scheduler.lock"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -120,6 +123,15 @@ class Journal:
 
     def __init__(self, state_dir: Path) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
+        # One scheduler per state directory; the OS drops the lock when the process dies.
+        self._lock_file = (state_dir / LOCK_FILE).open("a")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock_file.close()
+            raise ShockError(
+                f"another scheduler is using the state directory {state_dir}"
+            ) from None
         self.path = state_dir / JOURNAL_FILE
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -130,6 +142,7 @@ class Journal:
 
     def close(self) -> None:
         self._db.close()
+        self._lock_file.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -14,6 +14,7 @@ call into this class. Everything needed to resume is written to the journal firs
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -34,6 +35,7 @@ from shock.core.run import RunRequest
 from shock.core.throughputs import throughputs_to_dict
 
 MEASURED_TABLE_FILE = "measured_throughputs.json"
+_WORKER_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _COUNTER_FIELDS = (
     "busy_gpu_seconds", "preemptions", "lease_extensions", "placements", "rounds",
     "allocations", "solver_seconds",
@@ -180,7 +182,7 @@ class ClusterScheduler:
     # Worker-facing operations (called by the gRPC service).
 
     def register(self, request: pb.RegisterRequest) -> pb.RegisterReply:
-        if not request.gpu_type or not request.gpu_type.isidentifier():
+        if not _WORKER_TYPE.fullmatch(request.gpu_type):
             raise RequestError(f"gpu_type must be a name such as v100, got {request.gpu_type!r}")
         if not request.devices:
             raise RequestError("a worker must declare at least one device")

@@ -83,6 +83,7 @@ class WorkerAgent:
         # Set once every job has stopped: the sender then delivers what is left and ends.
         self._draining = threading.Event()
         self._last_contact = time.monotonic()
+        self._heartbeat_s = settings.heartbeat_s
 
     # Calls.
 
@@ -137,6 +138,9 @@ class WorkerAgent:
         )
         assert isinstance(reply, pb.RegisterReply)
         self.worker_id = reply.worker_id
+        # The scheduler's period: it declares a worker dead after a few missed ones.
+        if reply.heartbeat_s > 0:
+            self._heartbeat_s = min(self.settings.heartbeat_s, reply.heartbeat_s)
 
     # Job events.
 
@@ -265,8 +269,8 @@ class WorkerAgent:
                 time.sleep(0.5)
 
     def _loop(self) -> int:
-        heartbeat = self.settings.heartbeat_s
         while not self._stop.is_set():
+            heartbeat = self._heartbeat_s
             try:
                 reply = self._call(
                     "Heartbeat",
