@@ -215,12 +215,12 @@ def test_a_scripted_worker_runs_a_job_through_the_protocol(tmp_path: Path) -> No
     resent events applied once, completion, shutdown."""
     trace = write_trace(tmp_path / "one.trace", [("LM (batch size 32)", 10)])
     request = build_request(RunOptions(trace=str(trace), cluster="v100=1", round_length_s=5.0))
-    scheduler = ClusterScheduler(
-        request, SchedulerSettings(state_dir=tmp_path / "state", heartbeat_s=0.2)
-    )
+    settings = SchedulerSettings(state_dir=tmp_path / "state", heartbeat_s=0.2, run_timeout_s=60)
+    scheduler = ClusterScheduler(request, settings)
     server, port = start_server(scheduler, ServerAddress(port=0), TOKEN)
     results: list[object] = []
-    loop = threading.Thread(target=lambda: results.append(scheduler.run()), daemon=True)
+    stop = threading.Event()
+    loop = threading.Thread(target=lambda: results.append(scheduler.run(stop)), daemon=True)
     loop.start()
     metadata = token_metadata(TOKEN)
     try:
@@ -271,6 +271,7 @@ def test_a_scripted_worker_runs_a_job_through_the_protocol(tmp_path: Path) -> No
             )  # fmt: skip
             assert not ended.granted
     finally:
+        stop.set()  # the loop ends even when an assertion above failed
         server.stop(grace=0).wait(timeout=5)
     assert len(results) == 1
     result = results[0]
