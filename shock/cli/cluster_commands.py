@@ -137,6 +137,8 @@ def serve_command(
     from shock.cluster.service import ServerAddress, start_server
 
     console = Console()
+    if trace is None and not (state_dir / "journal.sqlite").exists():
+        raise InputError("a new state directory needs --trace", field="--trace")
     state_dir.mkdir(parents=True, exist_ok=True)
     if token is None:
         token_path = state_dir / TOKEN_FILE
@@ -145,8 +147,6 @@ def serve_command(
             token_path.write_text(new_token() + "\n")
         token = token_path.read_text().strip()
         console.print(f"token: {token_path} (give it to workers as ${TOKEN_ENV})")
-    if trace is None and not (state_dir / "journal.sqlite").exists():
-        raise InputError("a new state directory needs --trace", field="--trace")
     options = RunOptions(
         policy=policy,
         backend="grpc",
