@@ -9,7 +9,8 @@ preempt and batch-size messages on stdin, SIGTERM as preempt, atomic checkpoints
     python tests/fake_job.py --job-id 7 --job-type "ResNet-18 (batch size 32)" \
         --target-steps 500 --checkpoint-dir DIR --seed 0 [--lease-s S] ...
 
-`--seconds-per-step` overrides the per-family step time (for tests that need slow jobs).
+`--seconds-per-step` overrides the per-family step time; `--startup-s` delays the start (to
+mimic a real job's imports and set-up).
 """
 
 from __future__ import annotations
@@ -122,7 +123,9 @@ def main() -> int:
     parser.add_argument("--lease-s", type=float)
     parser.add_argument("--checkpoint-every-s", type=float, default=10.0)
     parser.add_argument("--seconds-per-step", type=float)
+    parser.add_argument("--startup-s", type=float, default=0.0, help="mimic imports, model setup")
     args = parser.parse_args()
+    time.sleep(args.startup_s)
     try:
         seconds_per_step = args.seconds_per_step or step_seconds(args.job_type)
     except ValueError as exc:

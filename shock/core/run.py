@@ -33,6 +33,8 @@ class RunConfig:
     window: tuple[int, int] | None = None  # measure (and wait for) job ids [start, end)
     # Seconds a job loses when it (re)starts from a checkpoint on other GPUs than last round.
     preemption_overhead_s: float = 0.0
+    # Charge it on a job's first start too: real jobs pay their start-up at every launch.
+    overhead_on_first_start: bool = False
     seed: int = 0
     # Price of one GPU-hour per worker type, for cost-aware policies.
     prices: dict[str, float] | None = None

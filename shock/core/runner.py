@@ -39,6 +39,7 @@ class RunOptions:
     placement: str | None = None
     gpus_per_server: int | None = None
     preemption_overhead_s: float | None = None
+    overhead_on_first_start: bool = False
     window: tuple[int, int] | None = None
     time_limit_s: float | None = None
     # POP partitioning: solve the policy on this many random job groups (1: no partitioning).
@@ -119,6 +120,7 @@ def build_request(
         preset=preset.name,
         window=options.window,
         preemption_overhead_s=overhead,
+        overhead_on_first_start=options.overhead_on_first_start,
         seed=options.seed,
         prices=_prices_for(options.prices, cluster.worker_types),
         cluster_runtime=options.cluster_runtime,
