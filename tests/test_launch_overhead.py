@@ -4,22 +4,10 @@ as real jobs pay it at every launch (the fidelity benchmark relies on it)."""
 from __future__ import annotations
 
 import pytest
+from test_simulator import LM, simulate
 
 from shock.core.model import JobSpec
-from shock.core.plugins import default_registry
-from shock.core.results import RunResult
-from shock.core.runner import RunOptions, build_request
 from shock.core.throughputs import default_throughputs
-from shock.core.trace import Trace
-
-LM = "LM (batch size 20)"
-
-
-def simulate(jobs: list[JobSpec], **options: object) -> RunResult:
-    registry = default_registry()
-    request = build_request(RunOptions(**options), registry, trace=Trace(tuple(jobs), "test"))
-    result: RunResult = registry.get("backend", "simulator").run(request)
-    return result
 
 
 def test_a_lone_job_pays_the_overhead_once_only_when_asked() -> None:
