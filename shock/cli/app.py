@@ -12,6 +12,12 @@ from rich.markup import escape
 
 from shock import __version__
 from shock.cli.bench_commands import bench_app
+from shock.cli.cluster_commands import (
+    cluster_runtime,
+    local_cluster,
+    serve_command,
+    worker_command,
+)
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.profile_commands import profile_command
 from shock.cli.progress import ProgressObserver
@@ -30,6 +36,8 @@ app = typer.Typer(
 app.add_typer(trace_app, name="trace")
 app.add_typer(bench_app, name="bench")
 app.command("profile")(profile_command)
+app.command("serve")(serve_command)
+app.command("worker")(worker_command)
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -99,8 +107,34 @@ def run_command(
         Path | None, typer.Option("--json", help="Write the results document here.")
     ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    local_workers: Annotated[
+        int | None,
+        typer.Option(help="grpc backend: local worker agents to start (default 2); "
+                     "replaces --cluster."),
+    ] = None,
+    gpus_per_worker: Annotated[
+        int | None, typer.Option(help="grpc backend: simulated GPUs per worker (default 2).")
+    ] = None,
+    gpu_type: Annotated[str, typer.Option(help="grpc backend: the workers' GPU type.")] = "v100",
+    job_command: Annotated[
+        str | None,
+        typer.Option(help="grpc backend: command that runs one job "
+                     "(default: python -m shock.workloads.run)."),
+    ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(help="grpc backend: journal and checkpoints (default: a temporary dir)."),
+    ] = None,
+    checkpoint_every: Annotated[
+        float | None, typer.Option(help="grpc backend: jobs checkpoint at least this often (s).")
+    ] = None,
 ) -> None:
     """Run a policy on a trace and print a summary."""
+    local = local_cluster(backend, local_workers, gpus_per_worker, gpu_type, job_command)
+    if local is not None:
+        cluster, gpus_per_server = local
+        round_length = 30.0 if round_length is None else round_length
+    runtime = cluster_runtime(job_command, state_dir, checkpoint_every)
     options = RunOptions(
         policy=policy,
         backend=backend,
@@ -119,6 +153,7 @@ def run_command(
         time_limit_s=time_limit,
         partitions=partitions,
         prices=prices,
+        cluster_runtime=runtime,
     )
     registry = default_registry()
     console = make_console()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from shock.core.mechanism import MechanismConfig
@@ -17,15 +17,28 @@ from shock.core.trace import Trace
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterRuntime:
+    """How a backend that runs real jobs runs them (the simulator ignores it)."""
+
+    job_command: tuple[str, ...] = ()  # (): the training harness, python -m shock.workloads.run
+    state_dir: str | None = None  # journal and checkpoints; None: a temporary directory
+    heartbeat_s: float = 1.0
+    checkpoint_every_s: float | None = None  # None: the job's default
+
+
+@dataclass(frozen=True, slots=True)
 class RunConfig:
     mechanism: MechanismConfig
     preset: str = "default"
     window: tuple[int, int] | None = None  # measure (and wait for) job ids [start, end)
     # Seconds a job loses when it (re)starts from a checkpoint on other GPUs than last round.
     preemption_overhead_s: float = 0.0
+    # Charge it on a job's first start too: real jobs pay their start-up at every launch.
+    overhead_on_first_start: bool = False
     seed: int = 0
     # Price of one GPU-hour per worker type, for cost-aware policies.
     prices: dict[str, float] | None = None
+    cluster_runtime: ClusterRuntime = field(default_factory=ClusterRuntime)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -13,7 +13,7 @@ from shock.core.partition import PartitionedPolicy
 from shock.core.plugins import PluginRegistry, default_registry
 from shock.core.presets import get_preset
 from shock.core.results import RunResult
-from shock.core.run import RunConfig, RunRequest
+from shock.core.run import ClusterRuntime, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import Trace, read_trace
@@ -39,11 +39,14 @@ class RunOptions:
     placement: str | None = None
     gpus_per_server: int | None = None
     preemption_overhead_s: float | None = None
+    overhead_on_first_start: bool = False
     window: tuple[int, int] | None = None
     time_limit_s: float | None = None
     # POP partitioning: solve the policy on this many random job groups (1: no partitioning).
     partitions: int = 1
     prices: str | None = None  # "v100=2.48,p100=1.46,k80=0.45" ($ per GPU-hour)
+    # How backends that run real jobs run them.
+    cluster_runtime: ClusterRuntime = field(default_factory=ClusterRuntime)
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -117,8 +120,10 @@ def build_request(
         preset=preset.name,
         window=options.window,
         preemption_overhead_s=overhead,
+        overhead_on_first_start=options.overhead_on_first_start,
         seed=options.seed,
         prices=_prices_for(options.prices, cluster.worker_types),
+        cluster_runtime=options.cluster_runtime,
     )
     return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)
 

@@ -165,7 +165,10 @@ class Simulator:
                 if (
                     overhead > 0
                     and not assignment.kept_gpus
-                    and any(member.steps_done > 0 for member in members)
+                    and (
+                        config.overhead_on_first_start
+                        or any(member.steps_done > 0 for member in members)
+                    )
                 ):
                     lost = min(overhead, round_length)
                 if len(members) == 1:  # the common case, kept lean

@@ -1,0 +1,229 @@
+"""`shock serve` (the scheduler service) and `shock worker` (a worker agent)."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from shock.cli.output import print_run_header, summary_table
+from shock.cluster.defaults import DEFAULT_HOST, DEFAULT_JOB_COMMAND, DEFAULT_PORT, TOKEN_ENV
+from shock.core.errors import InputError, ShockError
+from shock.core.plugins import default_registry
+from shock.core.run import ClusterRuntime
+from shock.core.runner import DEFAULT_POLICY, RunOptions, build_request
+
+if TYPE_CHECKING:
+    from shock.cluster.auth import TlsFiles
+
+TOKEN_FILE = "token"
+
+TokenOption = Annotated[
+    str | None,
+    typer.Option(envvar=TOKEN_ENV, help=f"Shared secret of the cluster (or ${TOKEN_ENV})."),
+]
+TlsCert = Annotated[Path | None, typer.Option(help="TLS certificate (PEM).")]
+TlsKey = Annotated[Path | None, typer.Option(help="TLS private key (PEM).")]
+TlsCa = Annotated[
+    Path | None,
+    typer.Option(help="CA (PEM): the server requires client certificates it signed; a worker "
+                 "verifies the server with it."),
+]  # fmt: skip
+
+
+def parse_job_command(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return DEFAULT_JOB_COMMAND
+    try:
+        parts = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise InputError(f"cannot split '{text}': {exc}", field="--job-command") from exc
+    if not parts:
+        raise InputError("must not be empty", field="--job-command")
+    return parts
+
+
+def _require_cluster_extra() -> None:
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        raise ShockError("needs the cluster extra: pip install 'shock[cluster]'") from None
+
+
+def _tls(cert: Path | None, key: Path | None, ca: Path | None) -> TlsFiles | None:
+    from shock.cluster.auth import TlsFiles
+
+    tls = TlsFiles(cert, key, ca)
+    return tls if tls.enabled else None
+
+
+def local_cluster(
+    backend: str,
+    local_workers: int | None,
+    gpus_per_worker: int | None,
+    gpu_type: str,
+    job_command: str | None,
+) -> tuple[str, int] | None:
+    """`shock run --backend grpc`: N local workers x G GPUs is the cluster `type=N*G` with G
+    GPUs per server (one worker per server). None for other backends."""
+    if backend != "grpc":
+        if local_workers is not None or gpus_per_worker is not None or job_command is not None:
+            raise InputError("only with --backend grpc", field="--local-workers")
+        return None
+    workers = 2 if local_workers is None else local_workers
+    per_worker = 2 if gpus_per_worker is None else gpus_per_worker
+    if workers < 1 or per_worker < 1:
+        raise InputError("must be >= 1", field="--local-workers/--gpus-per-worker")
+    return f"{gpu_type}={workers * per_worker}", per_worker
+
+
+def cluster_runtime(
+    job_command: str | None, state_dir: Path | None, checkpoint_every: float | None
+) -> ClusterRuntime:
+    return ClusterRuntime(
+        job_command=parse_job_command(job_command) if job_command else (),
+        state_dir=str(state_dir) if state_dir else None,
+        checkpoint_every_s=checkpoint_every,
+    )
+
+
+def _stop_on_sigterm(stop: threading.Event) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def serve_command(
+    state_dir: Annotated[Path, typer.Option(help="Journal, checkpoints and logs (resumable).")],
+    trace: Annotated[
+        Path | None,
+        typer.Option(help="Trace to run (not needed when resuming a state directory)."),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = DEFAULT_PORT,
+    token: TokenOption = None,
+    tls_cert: TlsCert = None,
+    tls_key: TlsKey = None,
+    tls_ca: TlsCa = None,
+    policy: Annotated[str, typer.Option(help="Policy name.")] = DEFAULT_POLICY,
+    throughputs: Annotated[
+        Path | None, typer.Option(help="Prior throughput table; default: Gavel's, then measured.")
+    ] = None,
+    solver: Annotated[str, typer.Option(help="Solver.")] = "highs",
+    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    preset: Annotated[str, typer.Option(help="Semantics preset.")] = "default",
+    round_length: Annotated[float, typer.Option(help="Round length in seconds.")] = 30.0,
+    heartbeat: Annotated[float, typer.Option(help="Worker heartbeat period (s).")] = 1.0,
+    dead_after: Annotated[
+        float, typer.Option(help="A worker silent this long is dead; its jobs move (s).")
+    ] = 10.0,
+    min_workers: Annotated[int, typer.Option(help="Workers to wait for before round 1.")] = 1,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the results document here.")
+    ] = None,
+) -> None:
+    """Run the scheduler service: workers register with it and it runs the trace on them.
+    Restarting it with the same --state-dir resumes every job."""
+    _require_cluster_extra()
+    from shock.cluster.auth import new_token
+    from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
+    from shock.cluster.service import ServerAddress, start_server
+
+    console = Console()
+    if trace is None and not (state_dir / "journal.sqlite").exists():
+        raise InputError("a new state directory needs --trace", field="--trace")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    if token is None:
+        token_path = state_dir / TOKEN_FILE
+        if not token_path.exists():
+            token_path.touch(mode=0o600)
+            token_path.write_text(new_token() + "\n")
+        token = token_path.read_text().strip()
+        console.print(f"token: {token_path} (give it to workers as ${TOKEN_ENV})")
+    options = RunOptions(
+        policy=policy,
+        backend="grpc",
+        trace=str(trace) if trace else None,
+        # The scheduler's cluster is whatever workers register; this only satisfies checks.
+        cluster="v100=1",
+        throughputs=str(throughputs) if throughputs else None,
+        solver=solver,
+        seed=seed,
+        preset=preset,
+        round_length_s=round_length,
+    )
+    request = build_request(options, default_registry())
+    settings = SchedulerSettings(
+        state_dir=state_dir, heartbeat_s=heartbeat, dead_after_s=dead_after,
+        min_workers=min_workers,
+    )  # fmt: skip
+    scheduler = ClusterScheduler(request, settings)
+    server, bound = start_server(
+        scheduler, ServerAddress(host, port), token, _tls(tls_cert, tls_key, tls_ca)
+    )
+    console.print(f"shock scheduler listening on {host}:{bound}", highlight=False)
+    stop = threading.Event()
+    _stop_on_sigterm(stop)
+    try:
+        result = scheduler.run(stop)
+    finally:
+        server.stop(grace=1.0).wait(timeout=5)
+        scheduler.journal.close()
+    print_run_header(console, result)
+    console.print(summary_table(result))
+    if json_path is not None:
+        result.write_json(json_path)
+        console.print(f"results written to {json_path}")
+
+
+def worker_command(
+    scheduler: Annotated[
+        str, typer.Option(help="Scheduler address host:port.")
+    ] = f"{DEFAULT_HOST}:{DEFAULT_PORT}",
+    token: TokenOption = None,
+    gpus: Annotated[int, typer.Option(help="GPUs this worker offers.")] = 1,
+    gpu_type: Annotated[str, typer.Option(help="Worker type of its GPUs, e.g. v100.")] = "v100",
+    simulated: Annotated[
+        bool, typer.Option(help="Run jobs on the CPU even when CUDA devices are present.")
+    ] = False,
+    job_command: Annotated[
+        str | None,
+        typer.Option(help="Command that runs one job (default: python -m shock.workloads.run)."),
+    ] = None,
+    log_dir: Annotated[Path, typer.Option(help="Job logs go here.")] = Path("shock-worker-logs"),
+    tls_cert: TlsCert = None,
+    tls_key: TlsKey = None,
+    tls_ca: TlsCa = None,
+    heartbeat: Annotated[float, typer.Option(help="Heartbeat period (s).")] = 1.0,
+    scheduler_timeout: Annotated[
+        float, typer.Option(help="Stop when the scheduler is unreachable this long (s).")
+    ] = 120.0,
+    checkpoint_every: Annotated[
+        float | None, typer.Option(help="Jobs checkpoint at least this often (s).")
+    ] = None,
+) -> None:
+    """Run a worker agent: register with the scheduler and run the jobs it sends."""
+    _require_cluster_extra()
+    from shock.cluster.worker import WorkerAgent, WorkerSettings
+
+    if not token:
+        raise InputError(f"a worker needs the cluster's token (--token or ${TOKEN_ENV})",
+                         field="--token")  # fmt: skip
+    if gpus < 1:
+        raise InputError(f"must be >= 1, got {gpus}", field="--gpus")
+    settings = WorkerSettings(
+        scheduler=scheduler, token=token, gpus=gpus, gpu_type=gpu_type, simulated=simulated,
+        job_command=parse_job_command(job_command), log_dir=log_dir,
+        tls=_tls(tls_cert, tls_key, tls_ca), heartbeat_s=heartbeat,
+        scheduler_timeout_s=scheduler_timeout, checkpoint_every_s=checkpoint_every,
+    )  # fmt: skip
+    agent = WorkerAgent(settings)
+    signal.signal(signal.SIGTERM, lambda signum, frame: agent.stop())
+    raise typer.Exit(agent.run())

@@ -1,0 +1,226 @@
+"""One job run as an OS process, speaking the job protocol (docs/cluster.md, "Job contract").
+
+The agent starts the job command with the contract's arguments, reads JSON lines from its
+stdout (each becomes a `JobEvent`, or a lease request the agent answers), and writes lease,
+preempt and batch-size messages to its stdin. The process is its own process group (so it
+can be stopped with all its children) and gets SIGTERM, which the contract treats as
+"preempt", if the agent dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from shock.cluster.proto import shock_cluster_pb2 as pb
+
+_PR_SET_PDEATHSIG = 1
+_LINGER_S = 30.0
+
+
+def die_with_parent() -> None:
+    """In a child: get SIGTERM when the thread that started it dies (Linux only)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def job_arguments(launch: pb.Launch, device: str, checkpoint_every_s: float | None) -> list[str]:
+    args = [
+        "--job-id", str(launch.job_id),
+        "--job-type", launch.job_type,
+        "--target-steps", str(launch.target_steps),
+        "--checkpoint-dir", launch.checkpoint_dir,
+        "--seed", str(launch.seed),
+        "--device", device,
+    ]  # fmt: skip
+    if launch.adaptation:
+        args += ["--adaptation", launch.adaptation]
+    if launch.lease_s > 0:
+        args += ["--lease-s", f"{launch.lease_s:.3f}"]
+    if checkpoint_every_s is not None:
+        args += ["--checkpoint-every-s", str(checkpoint_every_s)]
+    return args
+
+
+def parse_job_line(line: str) -> dict[str, Any] | None:
+    """A job's stdout line as a message, or None when it is not a JSON object with a type."""
+    try:
+        message = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        return None
+    return message
+
+
+def event_from_message(message: dict[str, Any]) -> pb.JobEvent | None:
+    """The protocol event for a job message; None for messages the agent handles itself
+    (lease requests) or does not know."""
+    kind = message["type"]
+
+    def num(name: str, default: float = 0) -> Any:
+        value = message.get(name, default)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+    if kind == "started":
+        return pb.JobEvent(
+            started=pb.Started(
+                step=int(num("step")),
+                batch_size=int(num("batch_size")),
+                resumed_from_step=int(num("resumed_from_step")),
+            )
+        )
+    if kind == "progress":
+        return pb.JobEvent(
+            progress=pb.Progress(
+                step=int(num("step")),
+                steps_per_s=float(num("steps_per_s")),
+                batch_size=int(num("batch_size")),
+                loss=float(num("loss")),
+            )
+        )
+    if kind == "checkpoint":
+        return pb.JobEvent(
+            checkpoint=pb.Checkpoint(step=int(num("step")), path=str(message.get("path", "")))
+        )
+    if kind == "batch_size_request":
+        return pb.JobEvent(
+            batch_size_request=pb.BatchSizeRequest(
+                step=int(num("step")),
+                batch_size=int(num("batch_size")),
+                reason=str(message.get("reason", "")),
+            )
+        )
+    if kind == "exit":
+        return pb.JobEvent(
+            exit=pb.Exit(
+                reason=str(message.get("reason", "")),
+                step=int(num("step")),
+                target_steps=int(num("target_steps")),
+            )
+        )
+    if kind == "error":
+        return pb.JobEvent(exit=pb.Exit(reason="error", message=str(message.get("message", ""))))
+    return None
+
+
+class JobProcess:
+    """A running job: its process, a reader thread for its stdout and its stdin."""
+
+    def __init__(
+        self,
+        launch: pb.Launch,
+        command: Sequence[str],
+        device: str,
+        log_path: Path,
+        on_event: Callable[[JobProcess, pb.JobEvent], None],
+        on_lease_request: Callable[[JobProcess, int], None],
+        checkpoint_every_s: float | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.launch = launch
+        self.run_id = launch.run_id
+        self.job_id = launch.job_id
+        self.step = 0
+        self.saw_exit = False
+        self._on_event = on_event
+        self._on_lease_request = on_lease_request
+        self._stdin_lock = threading.Lock()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = log_path.open("ab")
+        self.process = subprocess.Popen(
+            [*command, *job_arguments(launch, device, checkpoint_every_s)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            start_new_session=True,  # its own process group: stop it with its children
+            preexec_fn=die_with_parent,
+            env=env,
+        )
+        self._reader = threading.Thread(target=self._read, name=f"job-{self.run_id}", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        stdout: IO[bytes] | None = self.process.stdout
+        assert stdout is not None
+        for raw in stdout:
+            message = parse_job_line(raw.decode(errors="replace"))
+            if message is None:
+                self._log.write(b"[agent] not a job message: " + raw)
+                continue
+            if isinstance(message.get("step"), int):
+                self.step = message["step"]
+            if message["type"] == "lease_request":
+                self._on_lease_request(self, self.step)
+                continue
+            event = event_from_message(message)
+            if event is None:
+                continue
+            if event.HasField("exit"):
+                if self.saw_exit:
+                    continue
+                self.saw_exit = True
+                event.exit.exit_code = self._wait_for_exit()
+            self._on_event(self, event)
+        code = self.process.wait()
+        if not self.saw_exit:
+            # The process ended without saying how: a crash (or a kill).
+            self.saw_exit = True
+            self._on_event(
+                self,
+                pb.JobEvent(exit=pb.Exit(reason="crashed", step=self.step, exit_code=code)),
+            )
+        self._log.close()
+
+    def _wait_for_exit(self) -> int:
+        """The exit line is the job's last word: a process that lingers after it is ended."""
+        try:
+            return self.process.wait(timeout=_LINGER_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            return self.process.wait()
+
+    @property
+    def finished(self) -> bool:
+        return self.saw_exit and not self._reader.is_alive()
+
+    def send(self, message: dict[str, object]) -> None:
+        """Write one message to the job's stdin; a job that already exited is ignored."""
+        stdin = self.process.stdin
+        if stdin is None:
+            return
+        with self._stdin_lock:
+            try:
+                stdin.write((json.dumps(message) + "\n").encode())
+                stdin.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                pass
+
+    def preempt(self) -> None:
+        self.send({"type": "preempt"})
+
+    def kill(self, grace_s: float) -> None:
+        """SIGTERM (the contract's preempt), then SIGKILL the group after `grace_s`."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while self.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=5)
+        self._reader.join(timeout=5)

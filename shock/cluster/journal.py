@@ -1,0 +1,302 @@
+"""The scheduler's durable journal: SQLite in WAL mode under the state directory.
+
+Everything the scheduler must not forget across a crash is written here before it acts on
+it: jobs and their progress, checkpoints, runs (a job's stay on a worker) with their leases,
+rounds with their allocations, workers, the last event sequence applied per worker, measured
+throughputs and the run's counters. A completion is recorded at most once
+(`record_completion` only updates a job that has none), and a job with a completion is
+never launched again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from shock.core.errors import ShockError
+from shock.core.model import JobSpec
+
+JOURNAL_FILE = "journal.sqlite"
+LOCK_FILE = "scheduler.lock"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id INTEGER PRIMARY KEY,
+    spec TEXT NOT NULL,
+    step INTEGER NOT NULL DEFAULT 0,
+    checkpoint_step INTEGER NOT NULL DEFAULT 0,
+    checkpoint_path TEXT,
+    batch_size INTEGER,
+    completed_at REAL,
+    completed_by_run INTEGER
+);
+CREATE TABLE IF NOT EXISTS workers (
+    worker_id TEXT PRIMARY KEY,
+    hostname TEXT NOT NULL,
+    gpu_type TEXT NOT NULL,
+    gpus INTEGER NOT NULL,
+    registered_at REAL NOT NULL,
+    acked_seq INTEGER NOT NULL DEFAULT 0,
+    dead_at REAL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id INTEGER PRIMARY KEY,
+    job_id INTEGER NOT NULL,
+    worker_id TEXT NOT NULL,
+    gpus TEXT NOT NULL,
+    launched_at REAL NOT NULL,
+    lease_until REAL NOT NULL,
+    start_step INTEGER NOT NULL,
+    resumed_from_step INTEGER,
+    started_at REAL,
+    last_step INTEGER NOT NULL,
+    ended_at REAL,
+    end_reason TEXT
+);
+CREATE TABLE IF NOT EXISTS rounds (
+    round_index INTEGER PRIMARY KEY,
+    started_at REAL NOT NULL,
+    assignments TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS throughputs (
+    job_type TEXT NOT NULL,
+    scale_factor INTEGER NOT NULL,
+    worker_type TEXT NOT NULL,
+    steps_per_s REAL NOT NULL,
+    samples INTEGER NOT NULL,
+    PRIMARY KEY (job_type, scale_factor, worker_type)
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    spec: JobSpec
+    step: int
+    checkpoint_step: int
+    completed_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    run_id: int
+    job_id: int
+    worker_id: str
+    gpus: tuple[int, ...]
+    launched_at: float
+    lease_until: float
+    start_step: int
+    resumed_from_step: int | None
+    last_step: int
+    ended_at: float | None
+    end_reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    worker_id: str
+    hostname: str
+    gpu_type: str
+    gpus: int
+    acked_seq: int
+    dead_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputRow:
+    job_type: str
+    scale_factor: int
+    worker_type: str
+    steps_per_s: float
+    samples: int
+
+
+class Journal:
+    """One SQLite database; every method is a single transaction. Not thread-safe by itself:
+    the scheduler calls it under its own lock."""
+
+    def __init__(self, state_dir: Path) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        # One scheduler per state directory; the OS drops the lock when the process dies.
+        self._lock_file = (state_dir / LOCK_FILE).open("a")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock_file.close()
+            raise ShockError(
+                f"another scheduler is using the state directory {state_dir}"
+            ) from None
+        self.path = state_dir / JOURNAL_FILE
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # WAL + NORMAL survives any process crash (kill -9); only a power loss may lose the
+        # last transactions.
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+        self._lock_file.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # Meta: the run's start time, counters and anything else small.
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    # Jobs.
+
+    def add_jobs(self, jobs: list[JobSpec]) -> None:
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO jobs (job_id, spec) VALUES (?, ?)",
+                [(job.job_id, json.dumps(asdict(job))) for job in jobs],
+            )
+
+    def jobs(self) -> list[JobRow]:
+        rows = self._db.execute(
+            "SELECT spec, step, checkpoint_step, completed_at FROM jobs ORDER BY job_id"
+        ).fetchall()
+        return [
+            JobRow(JobSpec(**json.loads(spec)), step, checkpoint, done)
+            for spec, step, checkpoint, done in rows
+        ]
+
+    def set_progress(self, job_id: int, step: int) -> None:
+        self._db.execute("UPDATE jobs SET step = ? WHERE job_id = ?", (step, job_id))
+
+    def set_checkpoint(self, job_id: int, step: int, path: str) -> None:
+        self._db.execute(
+            "UPDATE jobs SET checkpoint_step = ?, checkpoint_path = ? WHERE job_id = ?",
+            (step, path, job_id),
+        )
+
+    def set_batch_size(self, job_id: int, batch_size: int) -> None:
+        self._db.execute("UPDATE jobs SET batch_size = ? WHERE job_id = ?", (batch_size, job_id))
+
+    def record_completion(self, job_id: int, at: float, run_id: int, step: int) -> bool:
+        """Record a job's completion; False (and no change) if it already has one."""
+        cursor = self._db.execute(
+            "UPDATE jobs SET completed_at = ?, completed_by_run = ?, step = ? "
+            "WHERE job_id = ? AND completed_at IS NULL",
+            (at, run_id, step, job_id),
+        )
+        return cursor.rowcount == 1
+
+    # Workers.
+
+    def add_worker(self, row: WorkerRow, at: float) -> None:
+        self._db.execute(
+            "INSERT INTO workers (worker_id, hostname, gpu_type, gpus, registered_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (row.worker_id, row.hostname, row.gpu_type, row.gpus, at),
+        )
+
+    def workers(self) -> list[WorkerRow]:
+        rows = self._db.execute(
+            "SELECT worker_id, hostname, gpu_type, gpus, acked_seq, dead_at FROM workers "
+            "ORDER BY registered_at, worker_id"
+        ).fetchall()
+        return [WorkerRow(*row) for row in rows]
+
+    def set_worker_alive(self, worker_id: str) -> None:
+        self._db.execute("UPDATE workers SET dead_at = NULL WHERE worker_id = ?", (worker_id,))
+
+    def set_worker_dead(self, worker_id: str, at: float) -> None:
+        self._db.execute("UPDATE workers SET dead_at = ? WHERE worker_id = ?", (at, worker_id))
+
+    def set_acked_seq(self, worker_id: str, seq: int) -> None:
+        self._db.execute(
+            "UPDATE workers SET acked_seq = ? WHERE worker_id = ?", (seq, worker_id)
+        )
+
+    # Runs.
+
+    def add_run(
+        self, job_id: int, worker_id: str, gpus: tuple[int, ...], at: float, lease_until: float,
+        start_step: int,
+    ) -> int:
+        cursor = self._db.execute(
+            "INSERT INTO runs (job_id, worker_id, gpus, launched_at, lease_until, start_step, "
+            "last_step) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (job_id, worker_id, json.dumps(list(gpus)), at, lease_until, start_step, start_step),
+        )
+        assert cursor.lastrowid is not None
+        return int(cursor.lastrowid)
+
+    def set_run_lease(self, run_id: int, lease_until: float) -> None:
+        self._db.execute("UPDATE runs SET lease_until = ? WHERE run_id = ?", (lease_until, run_id))
+
+    def set_run_started(self, run_id: int, resumed_from_step: int, at: float) -> None:
+        self._db.execute(
+            "UPDATE runs SET resumed_from_step = ?, started_at = ? WHERE run_id = ?",
+            (resumed_from_step, at, run_id),
+        )
+
+    def set_run_step(self, run_id: int, step: int) -> None:
+        self._db.execute("UPDATE runs SET last_step = ? WHERE run_id = ?", (step, run_id))
+
+    def end_run(self, run_id: int, at: float, reason: str) -> None:
+        self._db.execute(
+            "UPDATE runs SET ended_at = ?, end_reason = ? WHERE run_id = ? AND ended_at IS NULL",
+            (at, reason, run_id),
+        )
+
+    def runs(self, open_only: bool = False) -> list[RunRow]:
+        query = (
+            "SELECT run_id, job_id, worker_id, gpus, launched_at, lease_until, start_step, "
+            "resumed_from_step, last_step, ended_at, end_reason FROM runs"
+        )
+        if open_only:
+            query += " WHERE ended_at IS NULL"
+        rows = self._db.execute(query + " ORDER BY run_id").fetchall()
+        return [
+            RunRow(r[0], r[1], r[2], tuple(json.loads(r[3])), *r[4:]) for r in rows
+        ]
+
+    # Rounds and throughputs.
+
+    def add_round(self, index: int, at: float, assignments: list[dict[str, object]]) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO rounds (round_index, started_at, assignments) VALUES (?, ?, ?)",
+            (index, at, json.dumps(assignments)),
+        )
+
+    def rounds(self) -> list[tuple[int, float, list[dict[str, object]]]]:
+        rows = self._db.execute(
+            "SELECT round_index, started_at, assignments FROM rounds ORDER BY round_index"
+        ).fetchall()
+        return [(index, at, json.loads(text)) for index, at, text in rows]
+
+    def set_throughput(self, row: ThroughputRow) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO throughputs VALUES (?, ?, ?, ?, ?)",
+            (row.job_type, row.scale_factor, row.worker_type, row.steps_per_s, row.samples),
+        )
+
+    def throughputs(self) -> list[ThroughputRow]:
+        rows = self._db.execute("SELECT * FROM throughputs").fetchall()
+        return [ThroughputRow(*row) for row in rows]

@@ -1,0 +1,235 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Device(_message.Message):
+    __slots__ = ("index", "name")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    name: str
+    def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ...) -> None: ...
+
+class LiveRun(_message.Message):
+    __slots__ = ("run_id", "job_id", "step")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    job_id: int
+    step: int
+    def __init__(self, run_id: _Optional[int] = ..., job_id: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
+
+class RegisterRequest(_message.Message):
+    __slots__ = ("worker_id", "hostname", "gpu_type", "devices", "live_runs", "pid")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    LIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    hostname: str
+    gpu_type: str
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    live_runs: _containers.RepeatedCompositeFieldContainer[LiveRun]
+    pid: int
+    def __init__(self, worker_id: _Optional[str] = ..., hostname: _Optional[str] = ..., gpu_type: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., live_runs: _Optional[_Iterable[_Union[LiveRun, _Mapping]]] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class RegisterReply(_message.Message):
+    __slots__ = ("worker_id", "heartbeat_s", "scheduler_incarnation")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_S_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULER_INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    heartbeat_s: float
+    scheduler_incarnation: str
+    def __init__(self, worker_id: _Optional[str] = ..., heartbeat_s: _Optional[float] = ..., scheduler_incarnation: _Optional[str] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("worker_id", "live_runs", "wait_s")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    LIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    live_runs: _containers.RepeatedCompositeFieldContainer[LiveRun]
+    wait_s: float
+    def __init__(self, worker_id: _Optional[str] = ..., live_runs: _Optional[_Iterable[_Union[LiveRun, _Mapping]]] = ..., wait_s: _Optional[float] = ...) -> None: ...
+
+class Launch(_message.Message):
+    __slots__ = ("run_id", "job_id", "job_type", "target_steps", "checkpoint_dir", "gpus", "lease_s", "seed", "adaptation")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_STEPS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_DIR_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_S_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    ADAPTATION_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    job_id: int
+    job_type: str
+    target_steps: int
+    checkpoint_dir: str
+    gpus: _containers.RepeatedScalarFieldContainer[int]
+    lease_s: float
+    seed: int
+    adaptation: str
+    def __init__(self, run_id: _Optional[int] = ..., job_id: _Optional[int] = ..., job_type: _Optional[str] = ..., target_steps: _Optional[int] = ..., checkpoint_dir: _Optional[str] = ..., gpus: _Optional[_Iterable[int]] = ..., lease_s: _Optional[float] = ..., seed: _Optional[int] = ..., adaptation: _Optional[str] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("run_id", "seconds")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    seconds: float
+    def __init__(self, run_id: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
+
+class Preempt(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    def __init__(self, run_id: _Optional[int] = ...) -> None: ...
+
+class BatchSize(_message.Message):
+    __slots__ = ("run_id", "batch_size")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    batch_size: int
+    def __init__(self, run_id: _Optional[int] = ..., batch_size: _Optional[int] = ...) -> None: ...
+
+class Command(_message.Message):
+    __slots__ = ("launch", "lease", "preempt", "batch_size")
+    LAUNCH_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    PREEMPT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    launch: Launch
+    lease: Lease
+    preempt: Preempt
+    batch_size: BatchSize
+    def __init__(self, launch: _Optional[_Union[Launch, _Mapping]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., preempt: _Optional[_Union[Preempt, _Mapping]] = ..., batch_size: _Optional[_Union[BatchSize, _Mapping]] = ...) -> None: ...
+
+class HeartbeatReply(_message.Message):
+    __slots__ = ("commands", "reregister", "shutdown")
+    COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    REREGISTER_FIELD_NUMBER: _ClassVar[int]
+    SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    commands: _containers.RepeatedCompositeFieldContainer[Command]
+    reregister: bool
+    shutdown: bool
+    def __init__(self, commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., reregister: _Optional[bool] = ..., shutdown: _Optional[bool] = ...) -> None: ...
+
+class JobEvent(_message.Message):
+    __slots__ = ("seq", "run_id", "job_id", "time_unix", "started", "progress", "checkpoint", "batch_size_request", "exit")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TIME_UNIX_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    EXIT_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    run_id: int
+    job_id: int
+    time_unix: float
+    started: Started
+    progress: Progress
+    checkpoint: Checkpoint
+    batch_size_request: BatchSizeRequest
+    exit: Exit
+    def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[int] = ..., job_id: _Optional[int] = ..., time_unix: _Optional[float] = ..., started: _Optional[_Union[Started, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., batch_size_request: _Optional[_Union[BatchSizeRequest, _Mapping]] = ..., exit: _Optional[_Union[Exit, _Mapping]] = ...) -> None: ...
+
+class Started(_message.Message):
+    __slots__ = ("step", "batch_size", "resumed_from_step")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FROM_STEP_FIELD_NUMBER: _ClassVar[int]
+    step: int
+    batch_size: int
+    resumed_from_step: int
+    def __init__(self, step: _Optional[int] = ..., batch_size: _Optional[int] = ..., resumed_from_step: _Optional[int] = ...) -> None: ...
+
+class Progress(_message.Message):
+    __slots__ = ("step", "steps_per_s", "batch_size", "loss")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    STEPS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    LOSS_FIELD_NUMBER: _ClassVar[int]
+    step: int
+    steps_per_s: float
+    batch_size: int
+    loss: float
+    def __init__(self, step: _Optional[int] = ..., steps_per_s: _Optional[float] = ..., batch_size: _Optional[int] = ..., loss: _Optional[float] = ...) -> None: ...
+
+class Checkpoint(_message.Message):
+    __slots__ = ("step", "path")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    step: int
+    path: str
+    def __init__(self, step: _Optional[int] = ..., path: _Optional[str] = ...) -> None: ...
+
+class BatchSizeRequest(_message.Message):
+    __slots__ = ("step", "batch_size", "reason")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    step: int
+    batch_size: int
+    reason: str
+    def __init__(self, step: _Optional[int] = ..., batch_size: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Exit(_message.Message):
+    __slots__ = ("reason", "step", "target_steps", "exit_code", "message")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    TARGET_STEPS_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    step: int
+    target_steps: int
+    exit_code: int
+    message: str
+    def __init__(self, reason: _Optional[str] = ..., step: _Optional[int] = ..., target_steps: _Optional[int] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ReportEventsRequest(_message.Message):
+    __slots__ = ("worker_id", "events")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    events: _containers.RepeatedCompositeFieldContainer[JobEvent]
+    def __init__(self, worker_id: _Optional[str] = ..., events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ...) -> None: ...
+
+class ReportEventsReply(_message.Message):
+    __slots__ = ("acked_seq",)
+    ACKED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    acked_seq: int
+    def __init__(self, acked_seq: _Optional[int] = ...) -> None: ...
+
+class RenewLeaseRequest(_message.Message):
+    __slots__ = ("worker_id", "run_id", "step")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    run_id: int
+    step: int
+    def __init__(self, worker_id: _Optional[str] = ..., run_id: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
+
+class RenewLeaseReply(_message.Message):
+    __slots__ = ("granted", "seconds")
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    granted: bool
+    seconds: float
+    def __init__(self, granted: _Optional[bool] = ..., seconds: _Optional[float] = ...) -> None: ...

@@ -1,0 +1,303 @@
+"""The worker agent (`shock worker`): runs the scheduler's jobs on its GPUs.
+
+It registers, then long-polls the scheduler with heartbeats whose replies carry commands.
+Job events go to an outbox that a sender thread flushes with `ReportEvents`; an event stays
+there until the scheduler acknowledges its sequence number, so nothing is lost while the
+scheduler restarts. Job processes are launched from the main thread (their parent-death
+signal is tied to the thread that forks them).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from shock.cluster.auth import TlsFiles, open_channel, token_metadata
+from shock.cluster.defaults import DEFAULT_JOB_COMMAND
+from shock.cluster.jobproc import JobProcess
+from shock.cluster.proto import shock_cluster_pb2 as pb
+from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
+from shock.core.errors import ShockError
+
+_RPC_TIMEOUT_S = 10.0
+
+
+class AuthenticationError(ShockError):
+    """The scheduler refused this worker's token."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    scheduler: str  # host:port
+    token: str
+    gpus: int = 1
+    gpu_type: str = "v100"
+    simulated: bool = False  # run on the CPU even when CUDA devices are present
+    job_command: tuple[str, ...] = DEFAULT_JOB_COMMAND
+    log_dir: Path = field(default_factory=lambda: Path("shock-worker-logs"))
+    tls: TlsFiles | None = None
+    heartbeat_s: float = 1.0
+    # Give up (stop jobs, exit) when the scheduler has been unreachable this long.
+    scheduler_timeout_s: float = 120.0
+    checkpoint_every_s: float | None = None
+    stop_grace_s: float = 10.0
+
+
+def detect_devices(gpus: int, simulated: bool) -> list[pb.Device]:
+    """Real CUDA devices when present (asked through torch only if a driver exists), else
+    `gpus` simulated devices that run on the CPU."""
+    if not simulated and (os.path.exists("/proc/driver/nvidia") or shutil.which("nvidia-smi")):
+        try:
+            import torch
+
+            count = torch.cuda.device_count()
+        except ImportError:
+            count = 0
+        if count >= gpus:
+            return [pb.Device(index=i, name=f"cuda:{i}") for i in range(gpus)]
+    return [pb.Device(index=i, name="cpu") for i in range(gpus)]
+
+
+class WorkerAgent:
+    def __init__(self, settings: WorkerSettings) -> None:
+        self.settings = settings
+        self.devices = detect_devices(settings.gpus, settings.simulated)
+        self._channel = open_channel(settings.scheduler, settings.tls)
+        self._stub = pb_grpc.SchedulerStub(self._channel)
+        self._metadata = token_metadata(settings.token)
+        self.worker_id = ""
+        self._jobs: dict[int, JobProcess] = {}
+        self._lock = threading.Lock()
+        self._outbox: list[pb.JobEvent] = []
+        self._seq = itertools.count(1)
+        self._outbox_ready = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        # Set once every job has stopped: the sender then delivers what is left and ends.
+        self._draining = threading.Event()
+        self._last_contact = time.monotonic()
+        self._heartbeat_s = settings.heartbeat_s
+
+    # Calls.
+
+    def _call(self, method: str, request: object, timeout: float = _RPC_TIMEOUT_S) -> object:
+        try:
+            response = getattr(self._stub, method)(
+                request, metadata=self._metadata, timeout=timeout
+            )
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise AuthenticationError(
+                    f"scheduler {self.settings.scheduler} refused this worker: {exc.details()}"
+                ) from None
+            raise
+        self._last_contact = time.monotonic()
+        return response
+
+    def _live_runs(self) -> list[pb.LiveRun]:
+        with self._lock:
+            return [
+                pb.LiveRun(run_id=j.run_id, job_id=j.job_id, step=j.step)
+                for j in self._jobs.values()
+                if not j.saw_exit
+            ]
+
+    def _flush(self) -> None:
+        """Deliver the outbox now (before re-registering, so the scheduler learns how runs
+        that ended while it was away ended)."""
+        with self._lock:
+            batch = list(self._outbox)
+        if not batch or not self.worker_id:
+            return
+        reply = self._call(
+            "ReportEvents", pb.ReportEventsRequest(worker_id=self.worker_id, events=batch)
+        )
+        assert isinstance(reply, pb.ReportEventsReply)
+        with self._lock:
+            self._outbox = [e for e in self._outbox if e.seq > reply.acked_seq]
+
+    def _register(self) -> None:
+        self._flush()
+        reply = self._call(
+            "Register",
+            pb.RegisterRequest(
+                worker_id=self.worker_id,
+                hostname=socket.gethostname(),
+                gpu_type=self.settings.gpu_type,
+                devices=self.devices,
+                live_runs=self._live_runs(),
+                pid=os.getpid(),
+            ),
+        )
+        assert isinstance(reply, pb.RegisterReply)
+        self.worker_id = reply.worker_id
+        # The scheduler's period: it declares a worker dead after a few missed ones.
+        if reply.heartbeat_s > 0:
+            self._heartbeat_s = min(self.settings.heartbeat_s, reply.heartbeat_s)
+
+    # Job events.
+
+    def _post(self, job: JobProcess, event: pb.JobEvent) -> None:
+        with self._lock:
+            event.seq = next(self._seq)
+            event.run_id = job.run_id
+            event.job_id = job.job_id
+            event.time_unix = time.time()
+            self._outbox.append(event)
+            self._outbox_ready.notify_all()
+
+    def _renew_lease(self, job: JobProcess, step: int) -> None:
+        try:
+            reply = self._call(
+                "RenewLease",
+                pb.RenewLeaseRequest(worker_id=self.worker_id, run_id=job.run_id, step=step),
+                timeout=2.0,
+            )
+        except (grpc.RpcError, AuthenticationError):
+            return  # the job keeps its lease and stops at its end
+        assert isinstance(reply, pb.RenewLeaseReply)
+        if reply.granted:
+            job.send({"type": "lease", "seconds": reply.seconds})
+
+    def _send_events(self) -> None:
+        """Sender thread: flush the outbox until stopped (and then once more, bounded)."""
+        while True:
+            with self._lock:
+                if (not self._outbox or not self.worker_id) and not self._draining.is_set():
+                    self._outbox_ready.wait(timeout=0.5)
+                batch = list(self._outbox)
+            if batch and self.worker_id:
+                try:
+                    self._flush()
+                except (grpc.RpcError, AuthenticationError):
+                    if self._draining.is_set():
+                        return
+                    time.sleep(0.5)
+            elif self._draining.is_set():
+                return
+
+    # Commands.
+
+    def _apply(self, command: pb.Command) -> None:
+        kind = command.WhichOneof("command")
+        if kind == "launch":
+            self._launch(command.launch)
+            return
+        run_id = getattr(command, str(kind)).run_id
+        with self._lock:
+            job = self._jobs.get(run_id)
+        if job is None:
+            return
+        if kind == "lease":
+            job.send({"type": "lease", "seconds": command.lease.seconds})
+        elif kind == "preempt":
+            job.preempt()
+        elif kind == "batch_size":
+            job.send({"type": "batch_size", "batch_size": command.batch_size.batch_size})
+
+    def _launch(self, launch: pb.Launch) -> None:
+        with self._lock:
+            if launch.run_id in self._jobs:
+                return  # a repeated command
+        if not launch.gpus or any(not 0 <= g < len(self.devices) for g in launch.gpus):
+            return  # not our GPUs: the scheduler sees no "started" and the lease runs out
+        device = self.devices[launch.gpus[0]].name
+        if device.startswith("cuda"):
+            device = f"cuda:{launch.gpus[0]}"
+        env = dict(os.environ)
+        env.setdefault("OMP_NUM_THREADS", "1")
+        job = JobProcess(
+            launch,
+            self.settings.job_command,
+            device,
+            self.settings.log_dir / f"job-{launch.job_id}-run-{launch.run_id}.log",
+            on_event=self._post,
+            on_lease_request=self._renew_lease,
+            checkpoint_every_s=self.settings.checkpoint_every_s,
+            env=env,
+        )
+        with self._lock:
+            self._jobs[launch.run_id] = job
+
+    def _reap(self) -> None:
+        with self._lock:
+            for run_id in [r for r, job in self._jobs.items() if job.finished]:
+                del self._jobs[run_id]
+
+    # The loop.
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> int:
+        """Serve until the scheduler says shutdown (0), or it stays unreachable (1)."""
+        sender = threading.Thread(target=self._send_events, name="events", daemon=True)
+        code = 1
+        try:
+            self._connect()
+            sender.start()
+            code = self._loop()
+        finally:
+            self._stop.set()
+            self._stop_jobs()
+            with self._lock:
+                self._draining.set()
+                self._outbox_ready.notify_all()
+            if sender.is_alive():
+                sender.join(timeout=self.settings.stop_grace_s)
+            self._channel.close()
+        return code
+
+    def _connect(self) -> None:
+        deadline = time.monotonic() + self.settings.scheduler_timeout_s
+        while True:
+            try:
+                self._register()
+                return
+            except grpc.RpcError as exc:
+                if time.monotonic() > deadline or self._stop.is_set():
+                    raise ShockError(
+                        f"cannot reach scheduler {self.settings.scheduler}: {exc.details()}"
+                    ) from None
+                time.sleep(0.5)
+
+    def _loop(self) -> int:
+        while not self._stop.is_set():
+            heartbeat = self._heartbeat_s
+            try:
+                reply = self._call(
+                    "Heartbeat",
+                    pb.HeartbeatRequest(
+                        worker_id=self.worker_id, live_runs=self._live_runs(), wait_s=heartbeat
+                    ),
+                    timeout=heartbeat + _RPC_TIMEOUT_S,
+                )
+                assert isinstance(reply, pb.HeartbeatReply)
+                if reply.reregister:
+                    self._register()
+                    continue
+                for command in reply.commands:
+                    self._apply(command)
+                if reply.shutdown:
+                    return 0
+            except grpc.RpcError:
+                if time.monotonic() - self._last_contact > self.settings.scheduler_timeout_s:
+                    return 1
+                self._stop.wait(min(heartbeat, 0.5))
+            self._reap()
+        return 0
+
+    def _stop_jobs(self) -> None:
+        with self._lock:
+            jobs = list(self._jobs.values())
+        for job in jobs:
+            job.preempt()
+        for job in jobs:
+            job.kill(self.settings.stop_grace_s)
