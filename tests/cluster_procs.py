@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 # The job program the cluster tests run. Switch to the real training harness by setting it
 # to None (the agents' default, `python -m shock.workloads.run`).
-JOB_COMMAND: list[str] | None = [sys.executable, str(HERE / "fake_job.py")]
+JOB_COMMAND: list[str] | None = None
 SHOCK = [sys.executable, "-m", "shock"]
 
 # (job type, steps): 6 jobs of 4 families, ~8-15 s each alone with the stand-in job.

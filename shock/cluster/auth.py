@@ -90,10 +90,19 @@ class TokenInterceptor(grpc.ServerInterceptor):
         return self._refusal
 
 
+# gRPC backs off exponentially (up to 2 minutes) between reconnection attempts; a worker must
+# find a restarted scheduler within its dead-after time, so retries stay at most 1 s apart.
+_CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
 def open_channel(address: str, tls: TlsFiles | None = None) -> grpc.Channel:
     if tls is not None and tls.enabled:
-        return grpc.secure_channel(address, tls.channel_credentials())
-    return grpc.insecure_channel(address)
+        return grpc.secure_channel(address, tls.channel_credentials(), options=_CHANNEL_OPTIONS)
+    return grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
 
 
 def token_metadata(token: str) -> tuple[tuple[str, str], ...]:

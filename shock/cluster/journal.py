@@ -93,6 +93,7 @@ class RunRow:
     lease_until: float
     start_step: int
     resumed_from_step: int | None
+    started_at: float | None
     last_step: int
     ended_at: float | None
     end_reason: str | None
@@ -186,11 +187,15 @@ class Journal:
         ]
 
     def set_progress(self, job_id: int, step: int) -> None:
-        self._db.execute("UPDATE jobs SET step = ? WHERE job_id = ?", (step, job_id))
+        # A completed job's row is final: a late or resent event must not move it back.
+        self._db.execute(
+            "UPDATE jobs SET step = ? WHERE job_id = ? AND completed_at IS NULL", (step, job_id)
+        )
 
     def set_checkpoint(self, job_id: int, step: int, path: str) -> None:
         self._db.execute(
-            "UPDATE jobs SET checkpoint_step = ?, checkpoint_path = ? WHERE job_id = ?",
+            "UPDATE jobs SET checkpoint_step = ?, checkpoint_path = ? "
+            "WHERE job_id = ? AND completed_at IS NULL",
             (step, path, job_id),
         )
 
@@ -268,7 +273,7 @@ class Journal:
     def runs(self, open_only: bool = False) -> list[RunRow]:
         query = (
             "SELECT run_id, job_id, worker_id, gpus, launched_at, lease_until, start_step, "
-            "resumed_from_step, last_step, ended_at, end_reason FROM runs"
+            "resumed_from_step, started_at, last_step, ended_at, end_reason FROM runs"
         )
         if open_only:
             query += " WHERE ended_at IS NULL"

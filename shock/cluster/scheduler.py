@@ -173,8 +173,9 @@ class ClusterScheduler:
                 )  # fmt: skip
         for run in journal.runs(open_only=True):
             self.runs[run.run_id] = Run(
-                run.run_id, run.job_id, run.worker_id, run.gpus, run.launched_at, run.lease_until
-            )
+                run.run_id, run.job_id, run.worker_id, run.gpus, run.launched_at,
+                run.lease_until, started_at=run.started_at,
+            )  # fmt: skip
             self.jobs[run.job_id].run_id = run.run_id
             if run.worker_id not in self.workers:
                 self._close_run(self.runs[run.run_id], now, "lost")
@@ -314,8 +315,8 @@ class ClusterScheduler:
     def _apply_event(self, event: pb.JobEvent) -> None:
         run = self.runs.get(event.run_id)
         job = self.jobs.get(event.job_id)
-        if job is None:
-            return
+        if job is None or job.completed_at is not None:
+            return  # completions are final: resent events of a finished job change nothing
         kind = event.WhichOneof("event")
         now = time.time()
         if kind == "exit":
