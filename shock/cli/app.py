@@ -76,7 +76,9 @@ def run_command(
         str | None,
         typer.Option(help="Measure jobs with ids START:END (and stop once they finish)."),
     ] = None,
-    preset: Annotated[str, typer.Option(help="Semantics preset: default or gavel.")] = "default",
+    preset: Annotated[
+        str, typer.Option(help="Semantics preset: default, gavel or shockwave.")
+    ] = "default",
     time_limit: Annotated[
         float | None, typer.Option(help="Solver time limit per allocation (s).")
     ] = None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -188,13 +188,16 @@ class Mechanism:
     def _rates(self, job: JobSpec) -> list[float]:
         return [self.table.throughput(job.job_type, job.scale_factor, w) for w in self.worker_types]
 
-    def admit(self, job: JobSpec) -> JobState:
-        n = len(self.worker_types)
-        rates = self._rates(job)
-        unconsolidated = [
+    def _unconsolidated_rates(self, job: JobSpec, rates: list[float]) -> list[float]:
+        return [
             self.table.throughput(job.job_type, job.scale_factor, f"{w}_unconsolidated") or r
             for w, r in zip(self.worker_types, rates, strict=True)
         ]
+
+    def admit(self, job: JobSpec) -> JobState:
+        n = len(self.worker_types)
+        rates = self._rates(job)
+        unconsolidated = self._unconsolidated_rates(job, rates)
         half_round = self.config.round_length_s / 2
         state = JobState(
             spec=job,
@@ -236,6 +239,27 @@ class Mechanism:
                 finished.append(job)
                 self._remove(job)
         return finished
+
+    def change_job_type(
+        self, job: JobState, job_type: str, total_steps: int, steps_done: float
+    ) -> None:
+        """A job now runs as another job type (its batch size changed): new throughputs from
+        the table, step counts in the new type's units. Pairs with it are dropped, its last
+        assignment gets the new rates, and the allocation is recomputed."""
+        job.spec = replace(job.spec, job_type=job_type, total_steps=total_steps)
+        job.total_steps = total_steps
+        job.steps_done = steps_done
+        job.rates = self._rates(job.spec)
+        job.unconsolidated_rates = self._unconsolidated_rates(job.spec, job.rates)
+        if self.pairs:
+            for key in [k for k in self.pairs if job.job_id in k]:
+                del self.pairs[key]
+        last = self.previous_round.get(job.key)
+        if last is not None:
+            self.previous_round[job.key] = self._assignment(
+                job, last.column, last.gpus, last.kept_gpus
+            )
+        self.need_allocation = True
 
     def _remove(self, job: JobState) -> None:
         del self.active[job.job_id]

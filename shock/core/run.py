@@ -26,6 +26,8 @@ class RunConfig:
     seed: int = 0
     # Price of one GPU-hour per worker type, for cost-aware policies.
     prices: dict[str, float] | None = None
+    # N in rho's fair share: "time_averaged" (shock) or "trace" (jobs in the trace, Shockwave).
+    rho_contention: str = "time_averaged"
 
 
 @dataclass(frozen=True, slots=True)

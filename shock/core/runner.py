@@ -119,6 +119,7 @@ def build_request(
         preemption_overhead_s=overhead,
         seed=options.seed,
         prices=_prices_for(options.prices, cluster.worker_types),
+        rho_contention=preset.rho_contention,
     )
     return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)
 

@@ -1,0 +1,96 @@
+"""Dynamic jobs in the simulator: batch-size changes rescale steps and keep epochs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from shock.core.dynamics import BatchSchedule, batch_schedules, rescale
+from shock.core.epochs import steps_per_epoch
+from shock.core.model import JobSpec
+from shock.core.plugins import default_registry
+from shock.core.results import RunResult
+from shock.core.runner import RunOptions, build_request, bundled_trace_path
+from shock.core.throughputs import default_throughputs
+from shock.core.trace import Trace, read_trace
+
+LM10 = "LM (batch size 10)"
+
+
+def simulate(jobs: list[JobSpec], **options: object) -> RunResult:
+    registry = default_registry()
+    request = build_request(RunOptions(**options), registry, trace=Trace(tuple(jobs), "test"))
+    result: RunResult = registry.get("backend", "simulator").run(request)
+    return result
+
+
+def schedule_of(job: JobSpec) -> BatchSchedule:
+    table = default_throughputs()
+    return batch_schedules([job], default_registry(), table, ("v100",), "test")[job.job_id]
+
+
+def test_rescaling_keeps_completed_and_total_epochs() -> None:
+    per_epoch_10 = steps_per_epoch("LM", 10)  # 5968
+    job = JobSpec(0, LM10, total_steps=per_epoch_10 * 22 + 100, mode="gns")
+    schedule = schedule_of(job)
+    assert schedule.total_epochs == pytest.approx(22 + 100 / per_epoch_10)
+    steps_done = per_epoch_10 * 11.25
+    new = rescale(schedule, steps_done, 10, 20)
+    per_epoch_20 = steps_per_epoch("LM", 20)
+    assert new.job_type == "LM (batch size 20)"
+    assert new.steps_done / per_epoch_20 == pytest.approx(11.25, rel=1e-12)
+    total_epochs = new.total_steps / per_epoch_20
+    assert schedule.total_epochs <= total_epochs < schedule.total_epochs + 1 / per_epoch_20
+    # And back again: still the same epochs.
+    back = rescale(schedule, new.steps_done, 20, 10)
+    assert back.steps_done == pytest.approx(steps_done, rel=1e-12)
+    assert back.total_steps == job.total_steps
+
+
+def test_a_gns_job_alone_runs_its_epochs_at_each_batch_size() -> None:
+    per_epoch = steps_per_epoch("LM", 10)
+    job = JobSpec(0, LM10, total_steps=per_epoch * 23, mode="gns")
+    schedule = schedule_of(job)
+    assert schedule.batch_sizes == (10,) * 11 + (20,) * 10 + (40, 10)
+    result = simulate([job], cluster="1:0:0", preset="shockwave")
+    record = result.records[0]
+    # Batch sizes change at round boundaries, so the run lags the ideal by a few rounds'
+    # difference in speed at most; it is much faster than staying at batch size 10.
+    static = simulate([replace(job, mode="static")], cluster="1:0:0", preset="shockwave")
+    assert record.isolated_runtime_s == pytest.approx(schedule.isolated_runtime_s)
+    assert record.jct_s == pytest.approx(schedule.isolated_runtime_s, rel=0.02)
+    assert record.jct_s < 0.9 * static.records[0].jct_s
+    assert result.metrics.worst_ftf_rho == pytest.approx(1.0, abs=0.02)
+
+
+def test_static_jobs_have_no_schedule() -> None:
+    jobs = [
+        JobSpec(0, LM10, 1000, mode="static"),
+        JobSpec(1, "Transformer (batch size 32)", 1000, mode="gns"),  # never adapts
+    ]
+    assert batch_schedules(jobs, default_registry(), default_throughputs(), ("v100",), "t") == {}
+
+
+def dynamic_jobs(count: int) -> list[JobSpec]:
+    path = bundled_trace_path("shockwave_220_multigpu_dynamic.trace")
+    trace = read_trace(path, default_registry())
+    # Shorter jobs keep the test quick; their batch sizes still change.
+    return [replace(j, total_steps=max(1, j.total_steps // 8)) for j in trace.jobs[:count]]
+
+
+@pytest.mark.parametrize(
+    "policy", [name for name in default_registry().names("policy") if name != "shockwave"]
+)
+def test_every_policy_runs_a_dynamic_trace(policy: str) -> None:
+    jobs = dynamic_jobs(14)
+    table = default_throughputs()
+    assert len(batch_schedules(jobs, default_registry(), table, ("v100",), "t")) >= 3
+    options: dict[str, object] = {"cluster": "8:0:0", "preset": "shockwave"}
+    if "cost" in policy:
+        options["prices"] = "v100=2.48"
+    result = simulate(jobs, policy=policy, **options)
+    assert result.unfinished_jobs == 0
+    assert len(result.records) == len(jobs)
+    assert all(math.isfinite(r) for r in result.rhos)
