@@ -81,7 +81,7 @@ def dynamic_jobs(count: int) -> list[JobSpec]:
 
 
 @pytest.mark.parametrize(
-    "policy", [name for name in default_registry().names("policy") if name != "shockwave"]
+    "policy", default_registry().names("policy")
 )
 def test_every_policy_runs_a_dynamic_trace(policy: str) -> None:
     jobs = dynamic_jobs(14)

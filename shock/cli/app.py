@@ -95,6 +95,13 @@ def run_command(
             help="Price of a GPU-hour per type for cost-aware policies: v100=2.48,k80=0.45."
         ),
     ] = None,
+    policy_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A policy option as KEY=VALUE (repeatable), e.g. --policy-option k=0.1; "
+            "see docs/policies.md for each policy's options."
+        ),
+    ] = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the results document here.")
     ] = None,
@@ -119,6 +126,7 @@ def run_command(
         time_limit_s=time_limit,
         partitions=partitions,
         prices=prices,
+        policy_options=tuple(policy_option or ()),
     )
     registry = default_registry()
     console = make_console()

@@ -373,16 +373,21 @@ class Mechanism:
             throughputs=np.array([j.rates for j in jobs]).reshape(len(jobs), len(self.capacity)),
             table=self.table,
             prices=self.prices,
+            round_length_s=self.config.round_length_s,
         )
 
     # One round.
 
     def plan_round(self, now: float) -> list[Assignment]:
+        if self.policy.replans_every_round:
+            self.need_allocation = True
         self.maybe_reallocate(now)
         order = list(self._type_order)
         if not self.policy.heterogeneity_aware:
             self._shuffler.shuffle(order)
-        if self.config.selection == "gavel":
+        if self.allocation.round_order is not None:
+            chosen = self._select_in_order(order, self.allocation.round_order)
+        elif self.config.selection == "gavel":
             chosen = self._select_by_priority(order)
         else:
             chosen = self._select_by_time_owed(order, now)
@@ -418,6 +423,33 @@ class Mechanism:
             left[column] -= unit.scale_factor
             selected.update(unit.member_ids)
             chosen[column].append(unit)
+        return chosen
+
+    def _select_in_order(
+        self, order: list[int], round_order: tuple[UnitKey, ...]
+    ) -> dict[int, list[Unit]]:
+        """The policy's order for this round: each unit in turn on the first worker type with
+        room and a throughput (gangs whole); active jobs it did not list come last, by id."""
+        left = {column: int(self.capacity[column]) for column in order}
+        chosen: dict[int, list[Unit]] = {column: [] for column in order}
+        listed = [
+            unit
+            for key in round_order
+            for unit in (self.pairs.get(key) if isinstance(key, tuple) else self.active.get(key),)
+            if unit is not None
+        ]
+        seen = {unit.key for unit in listed}
+        rest = [self.active[j] for j in sorted(self.active) if j not in seen]
+        selected: set[int] = set()
+        for unit in [*listed, *rest]:
+            if not selected.isdisjoint(unit.member_ids):
+                continue
+            for column in order:
+                if unit.rates[column] > 0 and unit.scale_factor <= left[column]:
+                    left[column] -= unit.scale_factor
+                    selected.update(unit.member_ids)
+                    chosen[column].append(unit)
+                    break
         return chosen
 
     def _select_by_priority(self, order: list[int]) -> dict[int, list[Unit]]:

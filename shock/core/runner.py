@@ -11,6 +11,7 @@ from shock.core.errors import InputError
 from shock.core.mechanism import MechanismConfig
 from shock.core.partition import PartitionedPolicy
 from shock.core.plugins import PluginRegistry, default_registry
+from shock.core.policy_options import parse_policy_options
 from shock.core.presets import get_preset
 from shock.core.results import RunResult
 from shock.core.run import RunConfig, RunRequest
@@ -44,6 +45,8 @@ class RunOptions:
     # POP partitioning: solve the policy on this many random job groups (1: no partitioning).
     partitions: int = 1
     prices: str | None = None  # "v100=2.48,p100=1.46,k80=0.45" ($ per GPU-hour)
+    # `key=value` options of the policy (`--policy-option`), converted by the policy.
+    policy_options: tuple[str, ...] = ()
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -69,6 +72,8 @@ def build_request(
     registry = registry or default_registry()
     preset = get_preset(options.preset)
     policy = registry.get("policy", options.policy)
+    if options.policy_options:
+        policy = policy.with_options(parse_policy_options(options.policy_options))
     if options.partitions < 1:
         raise InputError(f"must be >= 1, got {options.partitions}", field="--partitions")
     if options.partitions > 1:
