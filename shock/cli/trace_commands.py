@@ -14,6 +14,7 @@ from shock.core.plugins import default_registry
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import read_trace, write_trace
 from shock.traces.generator import WorkloadConfig, generate_jobs
+from shock.traces.shockwave_generator import DynamicWorkloadConfig, generate_dynamic_jobs
 
 trace_app = typer.Typer(help="Generate and inspect traces.", no_args_is_help=True)
 
@@ -54,6 +55,58 @@ def generate_command(
     )
     generated = generate_jobs(config, table)
     write_trace(generated, output, default_registry(), format_name)
+    Console(emoji=False).print(f"wrote {len(generated)} jobs to {output}")
+
+
+def _mix(text: str, count: int, option: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != count or any(v < 0 for v in values) or sum(values) <= 0:
+        raise typer.BadParameter(
+            f"expected {count} comma-separated non-negative shares, got '{text}'",
+            param_hint=option,
+        )
+    return values
+
+
+@trace_app.command("generate-dynamic")
+def generate_dynamic_command(
+    output: Annotated[Path, typer.Argument(help="Trace file to write (Shockwave format).")],
+    jobs: Annotated[int, typer.Option(help="Number of jobs.")] = 120,
+    rate: Annotated[
+        float, typer.Option(help="Poisson arrival rate in jobs/hour (0: all at t=0).")
+    ] = 80.0,
+    min_duration: Annotated[float, typer.Option(help="Shortest run time alone (s).")] = 720.0,
+    max_duration: Annotated[float, typer.Option(help="Longest run time alone (s).")] = 18000.0,
+    scale_factor_mix: Annotated[
+        str, typer.Option(help="Shares of jobs on 1,2,4,8 GPUs.")
+    ] = "0.6,0.3,0.09,0.01",
+    mode_mix: Annotated[
+        str, typer.Option(help="Shares of static,accordion,gns jobs.")
+    ] = "0,0.5,0.5",
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    throughputs: Annotated[Path | None, typer.Option(help="Throughput table (Gavel JSON).")] = None,
+) -> None:
+    """Generate a Shockwave-style trace of jobs that adapt their batch size."""
+    scale_mix = _mix(scale_factor_mix, 4, "--scale-factor-mix")
+    modes = _mix(mode_mix, 3, "--mode-mix")
+    try:
+        config = DynamicWorkloadConfig(
+            num_jobs=jobs,
+            jobs_per_hour=rate,
+            min_duration_s=min_duration,
+            max_duration_s=max_duration,
+            scale_factor_mix=(scale_mix[0], scale_mix[1], scale_mix[2], scale_mix[3]),
+            mode_mix=(modes[0], modes[1], modes[2]),
+            seed=seed,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    table = load_throughputs(throughputs) if throughputs else default_throughputs()
+    generated = generate_dynamic_jobs(config, table)
+    write_trace(generated, output, default_registry(), "shockwave")
     Console(emoji=False).print(f"wrote {len(generated)} jobs to {output}")
 
 
