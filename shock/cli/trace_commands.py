@@ -86,10 +86,20 @@ def generate_dynamic_command(
     mode_mix: Annotated[
         str, typer.Option(help="Shares of static,accordion,gns jobs.")
     ] = "0,0.5,0.5",
+    durations_from: Annotated[
+        Path | None,
+        typer.Option(help="Draw run times from this Shockwave trace's duration column instead."),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     throughputs: Annotated[Path | None, typer.Option(help="Throughput table (Gavel JSON).")] = None,
 ) -> None:
     """Generate a Shockwave-style trace of jobs that adapt their batch size."""
+    samples: tuple[float, ...] = ()
+    if durations_from is not None:
+        sample_trace = read_trace(durations_from, default_registry())
+        samples = tuple(j.duration for j in sample_trace.jobs if j.duration)
+        if not samples:
+            raise typer.BadParameter("the trace has no durations", param_hint="--durations-from")
     scale_mix = _mix(scale_factor_mix, 4, "--scale-factor-mix")
     modes = _mix(mode_mix, 3, "--mode-mix")
     try:
@@ -101,6 +111,7 @@ def generate_dynamic_command(
             scale_factor_mix=(scale_mix[0], scale_mix[1], scale_mix[2], scale_mix[3]),
             mode_mix=(modes[0], modes[1], modes[2]),
             seed=seed,
+            duration_samples=samples,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

@@ -1,5 +1,6 @@
 """Shockwave-style dynamic workloads: Poisson arrivals, log-uniform run times, a scale-factor
-mix and an adaptation-mode mix over Shockwave's 21 job templates.
+mix and an adaptation-mode mix over Shockwave's 21 job templates (or run times drawn from a
+given sample, such as another trace's duration column).
 
 Defaults follow Shockwave's canonical experiment: half Accordion and half GNS jobs, 60/30/9/1%
 of jobs on 1/2/4/8 GPUs, and run times from 12 minutes to 5 hours (the range of the bundled
@@ -34,12 +35,17 @@ class DynamicWorkloadConfig:
     mode_mix: tuple[float, float, float] = (0.0, 0.5, 0.5)  # static, accordion, gns
     seed: int = 0
     reference_worker_type: str = "v100"
+    # Run times to draw from uniformly (e.g. another trace's duration column) instead of the
+    # log-uniform range.
+    duration_samples: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.num_jobs < 0:
             raise ValueError("number of jobs must be >= 0")
         if self.jobs_per_hour < 0:
             raise ValueError("arrival rate must be >= 0")
+        if any(d <= 0 for d in self.duration_samples):
+            raise ValueError("duration samples must be > 0")
         if not 0 < self.min_duration_s <= self.max_duration_s:
             raise ValueError("durations need 0 < min <= max")
         for name, mix in (("scale-factor", self.scale_factor_mix), ("mode", self.mode_mix)):
@@ -69,7 +75,10 @@ def generate_dynamic_jobs(config: DynamicWorkloadConfig, table: ThroughputTable)
         scale_factor = _pick(rng, SCALE_FACTORS, config.scale_factor_mix)
         template = rng.choice(_templates(scale_factor))
         mode = _pick(rng, MODES, config.mode_mix)
-        duration = math.exp(rng.uniform(log_low, log_high))
+        if config.duration_samples:
+            duration = rng.choice(config.duration_samples)
+        else:
+            duration = math.exp(rng.uniform(log_low, log_high))
         rate = table.throughput(template.job_type, scale_factor, config.reference_worker_type)
         if rate <= 0:
             raise ValueError(

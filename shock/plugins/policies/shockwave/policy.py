@@ -4,8 +4,9 @@ Every round the mechanism asks the policy for the round's order. The policy keep
 batch-size history (the modes it has been seen at, and epochs done at each), predicts its
 remaining run time (Dirichlet predictor) and its projected finish-time fairness rho, and
 re-plans (planner.py) on arrivals, on completions and every few rounds. A plan gives each job
-a number of rounds in the window; each round, jobs with rounds left run first, highest rho
-first, and every other job follows by rho so idle GPUs are filled (work-conserving).
+a number of rounds in the window; each round, jobs with rounds left run first (those planned
+for every round left of the window, then the others, highest rho first),
+and every other job follows by rho so idle GPUs are filled (work-conserving).
 """
 
 from __future__ import annotations
@@ -248,10 +249,17 @@ class Shockwave(Policy):
             self.planned_jobs = job_ids
             self.rounds_since_plan = 0
         by_priority = sorted(outlook, key=lambda job: (-job.rho, job.job_id))
+        # Jobs planned for every round left in the window come first (replans would otherwise
+        # defer a low-rho job's rounds for ever), then the planned jobs by rho.
+        rounds_left = max(options.num_rounds - self.rounds_since_plan, 1)
+        planned = sorted(
+            (job for job in by_priority if self.quota.get(job.job_id, 0) > 0),
+            key=lambda job: self.quota[job.job_id] < rounds_left,
+        )
         left = capacity
         planned_now: list[int] = []
-        for job in by_priority:
-            if self.quota.get(job.job_id, 0) > 0 and job.gpus <= left:
+        for job in planned:
+            if job.gpus <= left:
                 left -= job.gpus
                 planned_now.append(job.job_id)
                 self.quota[job.job_id] -= 1
