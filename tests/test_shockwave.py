@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shock_cli import run_shock
 
 from shock.core.errors import InputError
 from shock.core.model import JobSpec
@@ -271,3 +273,19 @@ def test_options_are_typed_and_checked() -> None:
         default_registry().get("policy", "max_min_fairness").with_options({"k": "1"})
     with pytest.raises(InputError, match="KEY=VALUE"):
         parse_policy_options(["k"])
+
+
+def test_cli_runs_shockwave_with_options(tmp_path: Path) -> None:
+    trace = tmp_path / "small.trace"
+    made = run_shock("trace", "generate-dynamic", str(trace), "--jobs", "8", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    common = ["run", "--policy", "shockwave", "--trace", str(trace), "--cluster", "4:0:0"]
+    done = run_shock(
+        *common, "--preset", "shockwave", "--policy-option", "num_rounds=4",
+        "--policy-option", "k=1", "--quiet", cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "jobs measured" in done.stdout and "8" in done.stdout
+    bad = run_shock(*common, "--policy-option", "num_rounds=many", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "--policy-option num_rounds" in bad.stderr and "expected int" in bad.stderr

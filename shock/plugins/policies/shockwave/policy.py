@@ -20,7 +20,7 @@ import numpy as np
 from shock.core.epochs import datasets, job_type_with_batch_size, steps_per_epoch
 from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
-from shock.core.model import JobSpec
+from shock.core.model import batch_size_of, model_family_of
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, ProblemClass
 from shock.core.policy_options import typed_options
 from shock.core.solver import SolverSpec
@@ -69,7 +69,7 @@ class ShockwaveStats:
 
 def _epoch_steps(job: PolicyJob, batch_size: int | None) -> float:
     """Steps per epoch; a job of unknown dataset counts as one epoch."""
-    model = job.job_type.split(" ", 1)[0]
+    model = model_family_of(job.job_type)
     if batch_size is None or datasets().samples(model) is None:
         return float(max(job.total_steps, 1))
     return float(steps_per_epoch(model, batch_size))
@@ -83,12 +83,12 @@ def _candidate_modes(
     steps = _epoch_steps(job, batch_size)
     if batch_size is None or table is None:
         return {batch_size or 0: steps / measured if measured > 0 else math.inf}
-    model = job.job_type.split(" ", 1)[0]
+    model = model_family_of(job.job_type)
     modes: dict[int, float] = {}
     for (job_type, scale_factor), per_type in table.isolated.items():
         if scale_factor != job.scale_factor or not job_type.startswith(model + " "):
             continue
-        size = JobSpec(0, job_type, 1).batch_size
+        size = batch_size_of(job_type)
         rate = max(per_type.values(), default=0.0)
         if size is None or size < batch_size or rate <= 0:
             continue
@@ -128,12 +128,12 @@ class Shockwave(Policy):
 
     def _observe(self, problem: PolicyInput) -> None:
         for index, job in enumerate(problem.jobs):
-            batch_size = JobSpec(0, job.job_type, 1).batch_size
+            batch_size = batch_size_of(job.job_type)
             measured = float(problem.throughputs[index].max(initial=0.0))
             history = self.history.get(job.job_id)
             if history is None:
                 history = _JobHistory(
-                    model=job.job_type.split(" ", 1)[0],
+                    model=model_family_of(job.job_type),
                     arrival_time=job.arrival_time,
                     epoch_duration_by_mode=_candidate_modes(
                         job, batch_size, problem.table, measured
@@ -163,7 +163,7 @@ class Shockwave(Policy):
         outlook = []
         for index, job in enumerate(problem.jobs):
             history = self.history[job.job_id]
-            batch_size = JobSpec(0, job.job_type, 1).batch_size
+            batch_size = batch_size_of(job.job_type)
             steps = _epoch_steps(job, batch_size)
             total_epochs = job.total_steps / steps
             epochs_done = min(job.steps_done / steps, total_epochs)
