@@ -6,24 +6,17 @@ import math
 from dataclasses import replace
 
 import pytest
+from test_simulator import simulate
 
 from shock.core.dynamics import BatchSchedule, batch_schedules, rescale
 from shock.core.epochs import steps_per_epoch
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
-from shock.core.results import RunResult
-from shock.core.runner import RunOptions, build_request, bundled_trace_path
+from shock.core.runner import bundled_trace_path
 from shock.core.throughputs import default_throughputs
-from shock.core.trace import Trace, read_trace
+from shock.core.trace import read_trace
 
 LM10 = "LM (batch size 10)"
-
-
-def simulate(jobs: list[JobSpec], **options: object) -> RunResult:
-    registry = default_registry()
-    request = build_request(RunOptions(**options), registry, trace=Trace(tuple(jobs), "test"))
-    result: RunResult = registry.get("backend", "simulator").run(request)
-    return result
 
 
 def schedule_of(job: JobSpec) -> BatchSchedule:

@@ -373,20 +373,22 @@ class MatrixLP:
 _HIGHS_INSTANCES: dict[tuple[object, ...], Any] = {}
 
 
-def _highs_for(spec: SolverSpec) -> Any:
-    """One HiGHS instance per option set, reused: creating one costs as much as a small solve."""
+def _highs_for(spec: SolverSpec, mip: bool = False) -> Any:
+    """One HiGHS instance per option set, reused: creating one costs as much as a small solve.
+    LPs get interior point without presolve; MILPs HiGHS' own defaults."""
     import highspy
 
-    key = (spec.time_limit_s, spec.mip_gap, tuple(sorted(spec.options.items())))
+    key = (mip, spec.time_limit_s, spec.mip_gap, tuple(sorted(spec.options.items())))
     highs = _HIGHS_INSTANCES.get(key)
     if highs is None:
         highs = highspy.Highs()
         highs.setOptionValue("output_flag", False)
-        # The centre of the optimal face, like Gavel's cvxpy/ECOS, not an arbitrary vertex.
-        highs.setOptionValue("solver", "ipm")
-        highs.setOptionValue("run_crossover", "choose")
-        # Presolve costs more than it saves on these small LPs (same solution without it).
-        highs.setOptionValue("presolve", "off")
+        if not mip:
+            # The centre of the optimal face, like Gavel's cvxpy/ECOS, not an arbitrary vertex.
+            highs.setOptionValue("solver", "ipm")
+            highs.setOptionValue("run_crossover", "choose")
+            # Presolve costs more than it saves on these small LPs (same solution without it).
+            highs.setOptionValue("presolve", "off")
         if spec.time_limit_s is not None:
             highs.setOptionValue("time_limit", float(spec.time_limit_s))
         if spec.mip_gap is not None:
@@ -430,29 +432,6 @@ def solve_matrix_lp(lp: MatrixLP, spec: SolverSpec) -> np.ndarray:
     return np.asarray(highs.getSolution().col_value)
 
 
-_HIGHS_MIP_INSTANCES: dict[tuple[object, ...], Any] = {}
-
-
-def _highs_mip_for(spec: SolverSpec) -> Any:
-    """A HiGHS instance for MILPs (its defaults: presolve and simplex), reused per option set."""
-    import highspy
-
-    key = (spec.time_limit_s, spec.mip_gap, tuple(sorted(spec.options.items())))
-    highs = _HIGHS_MIP_INSTANCES.get(key)
-    if highs is None:
-        highs = highspy.Highs()
-        highs.setOptionValue("output_flag", False)
-        highs.setOptionValue("threads", 1)
-        if spec.time_limit_s is not None:
-            highs.setOptionValue("time_limit", float(spec.time_limit_s))
-        if spec.mip_gap is not None:
-            highs.setOptionValue("mip_rel_gap", float(spec.mip_gap))
-        for option, value in spec.options.items():
-            highs.setOptionValue(option, value)
-        _HIGHS_MIP_INSTANCES[key] = highs
-    return highs
-
-
 def solve_matrix_milp(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np.ndarray:
     """Solve a MILP (columns where `integer` is true are integers) given in matrix form:
     HiGHS directly, any other MILP solver through a Pyomo model of the same matrix. Returns
@@ -462,7 +441,7 @@ def solve_matrix_milp(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np
         return _solve_matrix_with_pyomo(lp, integer, spec)
     import highspy
 
-    highs = _highs_mip_for(spec)
+    highs = _highs_for(spec, mip=True)
     model = highs_lp(lp)
     kinds = highspy.HighsVarType
     model.integrality_ = [kinds.kInteger if i else kinds.kContinuous for i in integer]
