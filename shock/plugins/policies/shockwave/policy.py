@@ -40,8 +40,6 @@ from shock.plugins.policies.shockwave.predictor import (
 class _JobHistory:
     """What the policy has seen of one job."""
 
-    model: str
-    arrival_time: float
     epoch_duration_by_mode: dict[int, float]  # table epoch duration at each candidate mode
     epochs_by_mode: dict[int, float] = field(default_factory=dict)
     last_mode: int | None = None
@@ -132,13 +130,7 @@ class Shockwave(Policy):
             measured = float(problem.throughputs[index].max(initial=0.0))
             history = self.history.get(job.job_id)
             if history is None:
-                history = _JobHistory(
-                    model=model_family_of(job.job_type),
-                    arrival_time=job.arrival_time,
-                    epoch_duration_by_mode=_candidate_modes(
-                        job, batch_size, problem.table, measured
-                    ),
-                )
+                history = _JobHistory(_candidate_modes(job, batch_size, problem.table, measured))
                 self.history[job.job_id] = history
             mode = batch_size or 0
             if mode not in history.epoch_duration_by_mode:  # a mode outside the table
