@@ -434,10 +434,10 @@ def solve_matrix_lp(lp: MatrixLP, spec: SolverSpec) -> np.ndarray:
 
 def solve_matrix_milp(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np.ndarray:
     """Solve a MILP (columns where `integer` is true are integers) given in matrix form:
-    HiGHS directly, any other MILP solver through a Pyomo model of the same matrix. Returns
+    HiGHS directly (its fast path), otherwise through a Pyomo model of the same matrix. Returns
     an optimal solution, or the incumbent when a time limit stops the search; raises
     SolverError when there is none (infeasible, or no incumbent in time)."""
-    if spec.name != "highs":
+    if not spec.uses_fast_path:
         return _solve_matrix_with_pyomo(lp, integer, spec)
     import highspy
 

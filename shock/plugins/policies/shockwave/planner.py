@@ -54,6 +54,7 @@ class Plan:
     job_ids: tuple[int, ...]
     rounds: np.ndarray  # [job, round] in {0, 1}
     ftf_enforced: bool
+    objective: float = 0.0  # the maximised welfare
 
     def rounds_of(self, job_id: int) -> int:
         return int(self.rounds[self.job_ids.index(job_id)].sum())
@@ -160,6 +161,6 @@ def solve_plan(problem: PlanProblem, spec: SolverSpec, try_ftf: bool = True) -> 
             continue
         n_x = len(problem.jobs) * problem.num_rounds
         rounds = np.rint(values[:n_x]).reshape(len(problem.jobs), problem.num_rounds)
-        return Plan(ids, rounds.clip(0, 1), enforce)
+        return Plan(ids, rounds.clip(0, 1), enforce, -float(lp.cost @ values))
     assert last_error is not None
     raise last_error

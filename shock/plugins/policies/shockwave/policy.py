@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -188,7 +188,9 @@ class Shockwave(Policy):
 
     def _plan(
         self, outlook: list[JobOutlook], capacity: int, round_length: float, spec: SolverSpec
-    ) -> None:
+    ) -> float | None:
+        """Solve a new plan and set the quotas from it; return its objective (None if the
+        solver found no plan)."""
         options = self.options
         share_jobs = max(len(outlook), 1)
         jobs = []
@@ -211,11 +213,10 @@ class Shockwave(Policy):
         problem = PlanProblem(
             tuple(jobs), options.num_rounds, capacity, round_length, options.k, options.log_pieces
         )
-        plan_spec = SolverSpec(
-            name=spec.name,
+        plan_spec = replace(
+            spec,
             time_limit_s=spec.time_limit_s or options.time_limit_s,
             mip_gap=spec.mip_gap if spec.mip_gap is not None else options.mip_gap,
-            options=spec.options,
         )
         self.stats.plans += 1
         try:
@@ -223,9 +224,10 @@ class Shockwave(Policy):
         except SolverError:
             self.stats.plans_failed += 1
             self.quota = {}
-            return
+            return None
         self.stats.plans_with_ftf_constraint += plan.ftf_enforced
         self.quota = {job_id: plan.rounds_of(job_id) for job_id in plan.job_ids}
+        return plan.objective
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         options = self.options
@@ -236,8 +238,9 @@ class Shockwave(Policy):
         self.last_outlook = {job.job_id: job for job in outlook}
         job_ids = frozenset(job.job_id for job in outlook)
         self.rounds_since_plan += 1
+        objective = None
         if job_ids != self.planned_jobs or self.rounds_since_plan >= options.replan_every_rounds:
-            self._plan(outlook, capacity, round_length, solver)
+            objective = self._plan(outlook, capacity, round_length, solver)
             self.planned_jobs = job_ids
             self.rounds_since_plan = 0
         by_priority = sorted(outlook, key=lambda job: (-job.rho, job.job_id))
@@ -262,7 +265,7 @@ class Shockwave(Policy):
         for row, job_id in enumerate(keys):
             if job_id in chosen:
                 fractions[row, int(np.argmax(problem.throughputs[row]))] = 1.0
-        return Allocation(keys, problem.worker_types, fractions, round_order=order)
+        return Allocation(keys, problem.worker_types, fractions, objective, order)
 
 
 @hookimpl
