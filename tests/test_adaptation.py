@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from typer.testing import CliRunner
 
+from shock.cli.app import app
 from shock.core.epochs import datasets, epoch_profile, num_epochs, steps_per_epoch
 from shock.core.errors import InputError
 from shock.core.model import JobSpec
@@ -116,3 +118,16 @@ def test_every_job_of_the_220_job_trace_has_a_pattern_and_throughputs() -> None:
         profile = epoch_profile(job, sizes, WISR, "v100")
         assert all(d > 0 for d in profile.durations_s)
     assert changing > 100
+
+
+def test_trace_profile_command_prints_each_jobs_schedule() -> None:
+    path = bundled_trace_path("shockwave_220_multigpu_dynamic.trace")
+    wisr = str(path.parent.parent / "shockwave_wisr_throughputs.json")
+    result = CliRunner().invoke(
+        app, ["trace", "profile", str(path), "--throughputs", wisr], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 0, result.output
+    # Job 3: LM bs 10, GNS, 20 epochs -> 11 at bs 10, then 9 at bs 20 (last epoch in the
+    # first segment keeps it).
+    line = next(row for row in result.output.splitlines() if "│   3 │" in row)
+    assert "11×10, 9×20" in line and "gns" in line

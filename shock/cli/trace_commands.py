@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import groupby
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from shock.core.epochs import epoch_profile, num_epochs
 from shock.core.plugins import default_registry
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import read_trace, write_trace
@@ -119,6 +121,31 @@ def generate_dynamic_command(
     generated = generate_dynamic_jobs(config, table)
     write_trace(generated, output, default_registry(), "shockwave")
     Console(emoji=False).print(f"wrote {len(generated)} jobs to {output}")
+
+
+@trace_app.command("profile")
+def profile_command(
+    path: Annotated[Path, typer.Argument(help="Trace file (Shockwave format).")],
+    throughputs: Annotated[Path | None, typer.Option(help="Throughput table (Gavel JSON).")] = None,
+    worker_type: Annotated[str, typer.Option(help="Worker type of the durations.")] = "v100",
+) -> None:
+    """Per-job epoch profile: epochs, batch size by epoch, run time alone at that schedule."""
+    registry = default_registry()
+    trace = read_trace(path, registry)
+    table = load_throughputs(throughputs) if throughputs else default_throughputs()
+    out = Table(title=f"{path}: epoch profiles on {worker_type}")
+    for column in ("job", "job type", "sf", "mode", "epochs", "batch sizes", "alone (s)"):
+        out.add_column(column, justify="left" if column in ("job type", "batch sizes") else "right")
+    for job in trace.jobs:
+        epochs = num_epochs(job, trace.source)
+        sizes = registry.get("adaptation", job.mode).batch_sizes(job, epochs)
+        profile = epoch_profile(job, sizes, table, worker_type, trace.source)
+        runs = [f"{len(list(group))}×{size}" for size, group in groupby(sizes)]
+        out.add_row(
+            str(job.job_id), job.job_type, str(job.scale_factor), job.mode, str(epochs),
+            ", ".join(runs), f"{profile.total_s:,.0f}",
+        )
+    Console(emoji=False).print(out)
 
 
 @trace_app.command("info")
