@@ -87,3 +87,21 @@ def test_every_policy_runs_a_dynamic_trace(policy: str) -> None:
     assert result.unfinished_jobs == 0
     assert len(result.records) == len(jobs)
     assert all(math.isfinite(r) for r in result.rhos)
+
+
+def test_shockwave_preset_uses_jobs_in_trace_for_rho() -> None:
+    # Two static jobs on one GPU, the second arriving late: Shockwave's rho divides by
+    # max(1, 2 jobs / 1 GPU) for both, whatever the overlap.
+    jobs = [
+        JobSpec(0, LM10, 20_000),
+        JobSpec(1, LM10, 20_000, arrival_time=50_000.0),
+    ]
+    result = simulate(jobs, cluster="1:0:0", preset="shockwave")
+    assert result.metrics.rounds > 0
+    for record, rho in zip(result.records, result.rhos, strict=True):
+        assert rho == pytest.approx(record.jct_s / (record.isolated_runtime_s * 2), rel=1e-12)
+    default = simulate(jobs, cluster="1:0:0", preset="default")
+    # Time-averaged contention: each job was alone, so rho is JCT / T_alone.
+    assert default.rhos[1] == pytest.approx(
+        default.records[1].jct_s / default.records[1].isolated_runtime_s, rel=1e-9
+    )
