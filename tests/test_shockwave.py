@@ -16,6 +16,7 @@ from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.policy import PolicyInput, PolicyJob
 from shock.core.policy_options import parse_policy_options, typed_options
+from shock.core.runner import RunOptions, build_request
 from shock.core.solver import SolverSpec, is_installed
 from shock.core.throughputs import default_throughputs
 from shock.plugins.policies.shockwave.options import ShockwaveOptions
@@ -289,3 +290,8 @@ def test_cli_runs_shockwave_with_options(tmp_path: Path) -> None:
     bad = run_shock(*common, "--policy-option", "num_rounds=many", cwd=tmp_path)
     assert bad.returncode == 2
     assert "--policy-option num_rounds" in bad.stderr and "expected int" in bad.stderr
+
+
+def test_shockwave_cannot_be_partitioned() -> None:
+    with pytest.raises(InputError, match="cannot be partitioned"):
+        build_request(RunOptions(policy="shockwave", partitions=2))

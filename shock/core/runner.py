@@ -76,6 +76,11 @@ def build_request(
         policy = policy.with_options(parse_policy_options(options.policy_options))
     if options.partitions < 1:
         raise InputError(f"must be >= 1, got {options.partitions}", field="--partitions")
+    if options.partitions > 1 and policy.replans_every_round:
+        raise InputError(
+            f"policy '{policy.name}' plans whole rounds itself; it cannot be partitioned",
+            field="--partitions",
+        )
     if options.partitions > 1:
         policy = PartitionedPolicy(policy, options.partitions, seed=options.seed)
     placement = registry.get("placement", options.placement or preset.placement)
