@@ -6,9 +6,10 @@ import math
 from dataclasses import replace
 
 import pytest
+from test_mechanism import make_mechanism, run_round
 from test_simulator import simulate
 
-from shock.core.dynamics import BatchSchedule, batch_schedules, rescale
+from shock.core.dynamics import BatchSchedule, batch_schedules, follow_schedule, rescale
 from shock.core.epochs import steps_per_epoch
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
@@ -105,3 +106,24 @@ def test_shockwave_preset_uses_jobs_in_trace_for_rho() -> None:
     assert default.rhos[1] == pytest.approx(
         default.records[1].jct_s / default.records[1].isolated_runtime_s, rel=1e-9
     )
+
+
+def test_policies_see_the_new_batch_size_rates_and_steps() -> None:
+    per_epoch = steps_per_epoch("LM", 10)
+    job = JobSpec(0, LM10, total_steps=per_epoch * 23, mode="gns")
+    schedule = schedule_of(job)
+    mechanism = make_mechanism("1:0:0", policy="max_min_fairness")
+    state = mechanism.admit(job)
+    state.steps_done = per_epoch * 11.5  # half-way through the first bs-20 epoch
+    assert follow_schedule(mechanism, state, schedule)
+    assert not follow_schedule(mechanism, state, schedule)  # already there
+    seen = mechanism._policy_input(0.0).jobs[0]
+    table = default_throughputs()
+    assert seen.job_type == "LM (batch size 20)"
+    assert seen.steps_done == pytest.approx(11.5 * steps_per_epoch("LM", 20))
+    assert seen.total_steps == math.ceil(schedule.total_epochs * steps_per_epoch("LM", 20))
+    assert state.rates == [table.throughput("LM (batch size 20)", 1, "v100")]
+    assert mechanism.need_allocation
+    # And a round runs at the new throughput.
+    (assignment,) = run_round(mechanism, 0.0)
+    assert assignment.rate == table.throughput("LM (batch size 20)", 1, "v100")
