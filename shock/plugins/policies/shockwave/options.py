@@ -14,7 +14,7 @@ class ShockwaveOptions:
     # Re-plan after this many rounds even without arrivals or completions.
     replan_every_rounds: int = 5
     # Weight of the largest predicted remaining run time (in units of the planning window).
-    k: float = 5.0
+    k: float = 10.0
     # lambda: a job whose projected rho exceeds the threshold gets log-utility weight rho^lambda.
     lambda_: float = 2.0
     rho_threshold: float = 1.0
