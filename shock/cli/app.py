@@ -86,7 +86,9 @@ def run_command(
         str | None,
         typer.Option(help="Measure jobs with ids START:END (and stop once they finish)."),
     ] = None,
-    preset: Annotated[str, typer.Option(help="Semantics preset: default or gavel.")] = "default",
+    preset: Annotated[
+        str, typer.Option(help="Semantics preset: default, gavel or shockwave.")
+    ] = "default",
     time_limit: Annotated[
         float | None, typer.Option(help="Solver time limit per allocation (s).")
     ] = None,
@@ -101,6 +103,13 @@ def run_command(
         str | None,
         typer.Option(
             help="Price of a GPU-hour per type for cost-aware policies: v100=2.48,k80=0.45."
+        ),
+    ] = None,
+    policy_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A policy option as KEY=VALUE (repeatable), e.g. --policy-option k=0.1; "
+            "see docs/policies.md for each policy's options."
         ),
     ] = None,
     json_path: Annotated[
@@ -154,6 +163,7 @@ def run_command(
         partitions=partitions,
         prices=prices,
         cluster_runtime=runtime,
+        policy_options=tuple(policy_option or ()),
     )
     registry = default_registry()
     console = make_console()

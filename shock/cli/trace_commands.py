@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import groupby
 from pathlib import Path
 from typing import Annotated
 
@@ -10,10 +11,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from shock.core.epochs import epoch_profile, num_epochs
 from shock.core.plugins import default_registry
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import read_trace, write_trace
 from shock.traces.generator import WorkloadConfig, generate_jobs
+from shock.traces.shockwave_generator import DynamicWorkloadConfig, generate_dynamic_jobs
 
 trace_app = typer.Typer(help="Generate and inspect traces.", no_args_is_help=True)
 
@@ -55,6 +58,94 @@ def generate_command(
     generated = generate_jobs(config, table)
     write_trace(generated, output, default_registry(), format_name)
     Console(emoji=False).print(f"wrote {len(generated)} jobs to {output}")
+
+
+def _mix(text: str, count: int, option: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != count or any(v < 0 for v in values) or sum(values) <= 0:
+        raise typer.BadParameter(
+            f"expected {count} comma-separated non-negative shares, got '{text}'",
+            param_hint=option,
+        )
+    return values
+
+
+@trace_app.command("generate-dynamic")
+def generate_dynamic_command(
+    output: Annotated[Path, typer.Argument(help="Trace file to write (Shockwave format).")],
+    jobs: Annotated[int, typer.Option(help="Number of jobs.")] = 120,
+    rate: Annotated[
+        float, typer.Option(help="Poisson arrival rate in jobs/hour (0: all at t=0).")
+    ] = 80.0,
+    min_duration: Annotated[float, typer.Option(help="Shortest run time alone (s).")] = 720.0,
+    max_duration: Annotated[float, typer.Option(help="Longest run time alone (s).")] = 18000.0,
+    scale_factor_mix: Annotated[
+        str, typer.Option(help="Shares of jobs on 1,2,4,8 GPUs.")
+    ] = "0.6,0.3,0.09,0.01",
+    mode_mix: Annotated[
+        str, typer.Option(help="Shares of static,accordion,gns jobs.")
+    ] = "0,0.5,0.5",
+    durations_from: Annotated[
+        Path | None,
+        typer.Option(help="Draw run times from this Shockwave trace's duration column instead."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    throughputs: Annotated[Path | None, typer.Option(help="Throughput table (Gavel JSON).")] = None,
+) -> None:
+    """Generate a Shockwave-style trace of jobs that adapt their batch size."""
+    samples: tuple[float, ...] = ()
+    if durations_from is not None:
+        sample_trace = read_trace(durations_from, default_registry())
+        samples = tuple(j.duration for j in sample_trace.jobs if j.duration)
+        if not samples:
+            raise typer.BadParameter("the trace has no durations", param_hint="--durations-from")
+    scale_mix = _mix(scale_factor_mix, 4, "--scale-factor-mix")
+    modes = _mix(mode_mix, 3, "--mode-mix")
+    try:
+        config = DynamicWorkloadConfig(
+            num_jobs=jobs,
+            jobs_per_hour=rate,
+            min_duration_s=min_duration,
+            max_duration_s=max_duration,
+            scale_factor_mix=(scale_mix[0], scale_mix[1], scale_mix[2], scale_mix[3]),
+            mode_mix=(modes[0], modes[1], modes[2]),
+            seed=seed,
+            duration_samples=samples,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    table = load_throughputs(throughputs) if throughputs else default_throughputs()
+    generated = generate_dynamic_jobs(config, table)
+    write_trace(generated, output, default_registry(), "shockwave")
+    Console(emoji=False).print(f"wrote {len(generated)} jobs to {output}")
+
+
+@trace_app.command("profile")
+def profile_command(
+    path: Annotated[Path, typer.Argument(help="Trace file (Shockwave format).")],
+    throughputs: Annotated[Path | None, typer.Option(help="Throughput table (Gavel JSON).")] = None,
+    worker_type: Annotated[str, typer.Option(help="Worker type of the durations.")] = "v100",
+) -> None:
+    """Per-job epoch profile: epochs, batch size by epoch, run time alone at that schedule."""
+    registry = default_registry()
+    trace = read_trace(path, registry)
+    table = load_throughputs(throughputs) if throughputs else default_throughputs()
+    out = Table(title=f"{path}: epoch profiles on {worker_type}")
+    for column in ("job", "job type", "sf", "mode", "epochs", "batch sizes", "alone (s)"):
+        out.add_column(column, justify="left" if column in ("job type", "batch sizes") else "right")
+    for job in trace.jobs:
+        epochs = num_epochs(job, trace.source)
+        sizes = registry.get("adaptation", job.mode).batch_sizes(job, epochs)
+        profile = epoch_profile(job, sizes, table, worker_type, trace.source)
+        runs = [f"{len(list(group))}×{size}" for size, group in groupby(sizes)]
+        out.add_row(
+            str(job.job_id), job.job_type, str(job.scale_factor), job.mode, str(epochs),
+            ", ".join(runs), f"{profile.total_s:,.0f}",
+        )
+    Console(emoji=False).print(out)
 
 
 @trace_app.command("info")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -188,13 +188,16 @@ class Mechanism:
     def _rates(self, job: JobSpec) -> list[float]:
         return [self.table.throughput(job.job_type, job.scale_factor, w) for w in self.worker_types]
 
-    def admit(self, job: JobSpec) -> JobState:
-        n = len(self.worker_types)
-        rates = self._rates(job)
-        unconsolidated = [
+    def _unconsolidated_rates(self, job: JobSpec, rates: list[float]) -> list[float]:
+        return [
             self.table.throughput(job.job_type, job.scale_factor, f"{w}_unconsolidated") or r
             for w, r in zip(self.worker_types, rates, strict=True)
         ]
+
+    def admit(self, job: JobSpec) -> JobState:
+        n = len(self.worker_types)
+        rates = self._rates(job)
+        unconsolidated = self._unconsolidated_rates(job, rates)
         half_round = self.config.round_length_s / 2
         state = JobState(
             spec=job,
@@ -236,6 +239,27 @@ class Mechanism:
                 finished.append(job)
                 self._remove(job)
         return finished
+
+    def change_job_type(
+        self, job: JobState, job_type: str, total_steps: int, steps_done: float
+    ) -> None:
+        """A job now runs as another job type (its batch size changed): new throughputs from
+        the table, step counts in the new type's units. Pairs with it are dropped, its last
+        assignment gets the new rates, and the allocation is recomputed."""
+        job.spec = replace(job.spec, job_type=job_type, total_steps=total_steps)
+        job.total_steps = total_steps
+        job.steps_done = steps_done
+        job.rates = self._rates(job.spec)
+        job.unconsolidated_rates = self._unconsolidated_rates(job.spec, job.rates)
+        if self.pairs:
+            for key in [k for k in self.pairs if job.job_id in k]:
+                del self.pairs[key]
+        last = self.previous_round.get(job.key)
+        if last is not None:
+            self.previous_round[job.key] = self._assignment(
+                job, last.column, last.gpus, last.kept_gpus
+            )
+        self.need_allocation = True
 
     def _remove(self, job: JobState) -> None:
         del self.active[job.job_id]
@@ -349,16 +373,21 @@ class Mechanism:
             throughputs=np.array([j.rates for j in jobs]).reshape(len(jobs), len(self.capacity)),
             table=self.table,
             prices=self.prices,
+            round_length_s=self.config.round_length_s,
         )
 
     # One round.
 
     def plan_round(self, now: float) -> list[Assignment]:
+        if self.policy.replans_every_round:
+            self.need_allocation = True
         self.maybe_reallocate(now)
         order = list(self._type_order)
         if not self.policy.heterogeneity_aware:
             self._shuffler.shuffle(order)
-        if self.config.selection == "gavel":
+        if self.allocation.round_order is not None:
+            chosen = self._select_in_order(order, self.allocation.round_order)
+        elif self.config.selection == "gavel":
             chosen = self._select_by_priority(order)
         else:
             chosen = self._select_by_time_owed(order, now)
@@ -394,6 +423,33 @@ class Mechanism:
             left[column] -= unit.scale_factor
             selected.update(unit.member_ids)
             chosen[column].append(unit)
+        return chosen
+
+    def _select_in_order(
+        self, order: list[int], round_order: tuple[UnitKey, ...]
+    ) -> dict[int, list[Unit]]:
+        """The policy's order for this round: each unit in turn on the first worker type with
+        room and a throughput (gangs whole); active jobs it did not list come last, by id."""
+        left = {column: int(self.capacity[column]) for column in order}
+        chosen: dict[int, list[Unit]] = {column: [] for column in order}
+        listed = [
+            unit
+            for key in round_order
+            for unit in (self.pairs.get(key) if isinstance(key, tuple) else self.active.get(key),)
+            if unit is not None
+        ]
+        seen = {unit.key for unit in listed}
+        rest = [self.active[j] for j in sorted(self.active) if j not in seen]
+        selected: set[int] = set()
+        for unit in [*listed, *rest]:
+            if not selected.isdisjoint(unit.member_ids):
+                continue
+            for column in order:
+                if unit.rates[column] > 0 and unit.scale_factor <= left[column]:
+                    left[column] -= unit.scale_factor
+                    selected.update(unit.member_ids)
+                    chosen[column].append(unit)
+                    break
         return chosen
 
     def _select_by_priority(self, order: list[int]) -> dict[int, list[Unit]]:

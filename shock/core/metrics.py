@@ -5,6 +5,9 @@ is job j's run time alone on the fastest worker type at its scale factor, G the 
 GPUs and N_j the time-averaged number of jobs in the system (queued or running) while j was.
 rho <= 1 means the job did at least as well as with a 1/N share of the cluster. A job is
 counted unfair when rho > 1.05.
+
+Shockwave's definition (`--preset shockwave`) uses N = the number of jobs in the whole trace
+for every job, and T_alone at the job's own batch-size schedule.
 """
 
 from __future__ import annotations
@@ -91,10 +94,16 @@ def ftf_rhos(
     records: Sequence[JobRecord],
     total_gpus: int,
     unfinished: Sequence[tuple[float, float]] = (),
+    trace_jobs: int | None = None,
 ) -> np.ndarray:
+    """rho of every record; N_j is `trace_jobs` for all jobs when given (Shockwave's rule),
+    else the time-averaged number of jobs in the system."""
     if not records:
         return np.zeros(0)
-    contention = average_contention(records, unfinished)
+    if trace_jobs is not None:
+        contention = np.full(len(records), float(trace_jobs))
+    else:
+        contention = average_contention(records, unfinished)
     fair_slowdown = np.maximum(1.0, contention / max(total_gpus, 1))
     jct = np.array([r.jct_s for r in records])
     alone = np.array([r.isolated_runtime_s for r in records])
@@ -110,10 +119,11 @@ def compute_metrics(
     wall_s: float,
     window: tuple[int, int] | None = None,
     unfinished: Sequence[tuple[float, float]] = (),
+    trace_jobs: int | None = None,
 ) -> tuple[Metrics, np.ndarray]:
     """Metrics over the measured jobs (a job-id window [start, end) if given); returns the
     metrics and every job's rho (computed with all jobs, so contention is right)."""
-    rhos = ftf_rhos(records, total_gpus, unfinished)
+    rhos = ftf_rhos(records, total_gpus, unfinished, trace_jobs)
     measured = [
         i for i, r in enumerate(records) if window is None or window[0] <= r.job_id < window[1]
     ]

@@ -8,6 +8,17 @@ from dataclasses import dataclass, field
 _BATCH_SIZE = re.compile(r"\(batch size (\d+)\)")
 
 
+def model_family_of(job_type: str) -> str:
+    """The model family is the job-type text before the first space (`ResNet-18`)."""
+    return job_type.split(" ", 1)[0]
+
+
+def batch_size_of(job_type: str) -> int | None:
+    """The batch size in a job type (`LM (batch size 20)` -> 20); None when it has none."""
+    match = _BATCH_SIZE.search(job_type)
+    return int(match.group(1)) if match else None
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """One job of a trace, with every column the Gavel and Shockwave formats carry."""
@@ -31,13 +42,11 @@ class JobSpec:
 
     @property
     def model_family(self) -> str:
-        """The model family is the job-type text before the first space (`ResNet-18`)."""
-        return self.job_type.split(" ", 1)[0]
+        return model_family_of(self.job_type)
 
     @property
     def batch_size(self) -> int | None:
-        match = _BATCH_SIZE.search(self.job_type)
-        return int(match.group(1)) if match else None
+        return batch_size_of(self.job_type)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from shock.core.errors import InputError
 
 if TYPE_CHECKING:
     from shock.core.solver import SolverSpec
@@ -55,6 +58,8 @@ class PolicyInput:
     table: ThroughputTable | None = None
     # Price of one GPU-hour of each worker type (cost-aware policies); None when not given.
     prices: np.ndarray | None = None
+    # The mechanism's round length (policies that plan in rounds); None when not known.
+    round_length_s: float | None = None
 
     @property
     def scale_factors(self) -> np.ndarray:
@@ -81,6 +86,9 @@ class Allocation:
     worker_types: tuple[str, ...]
     fractions: np.ndarray
     objective: float | None = None
+    # A policy that decides rounds itself (Shockwave) gives the order in which the mechanism
+    # takes units this round (gangs whole, while GPUs are left); None: by time owed/priority.
+    round_order: tuple[UnitKey, ...] | None = None
 
     def of(self, key: UnitKey) -> dict[str, float]:
         row = self.keys.index(key)
@@ -102,6 +110,8 @@ class Policy(ABC):
     # Whether the mechanism may fill idle GPUs with jobs the allocation gives no time there
     # (FIFO runs only what it allocated).
     backfill: bool = True
+    # Whether the mechanism asks the policy again at every round (a policy that plans rounds).
+    replans_every_round: bool = False
 
     @abstractmethod
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
@@ -111,3 +121,8 @@ class Policy(ABC):
         """The instance one run uses. Policies that keep state between allocations (FIFO's
         placements, FTF's attained isolated time) return a fresh copy; the rest themselves."""
         return self
+
+    def with_options(self, values: Mapping[str, str]) -> Policy:
+        """A copy configured by `--policy-option key=value` pairs; policies without options
+        refuse any."""
+        raise InputError(f"policy '{self.name}' takes no options", field="--policy-option")

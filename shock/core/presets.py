@@ -19,6 +19,8 @@ class Preset:
     gpus_per_server: int
     selection: str
     preemption_overhead_s: float = 0.0
+    # N in rho's fair share: "time_averaged" (shock) or "trace" (jobs in the trace, Shockwave).
+    rho_contention: str = "time_averaged"
 
 
 PRESETS = {
@@ -51,6 +53,22 @@ PRESETS = {
         placement_sensitive=False,
         gpus_per_server=1,
         selection="gavel",
+    ),
+    "shockwave": Preset(
+        name="shockwave",
+        description=(
+            "Shockwave's simulator (Gavel's mechanism): 120 s rounds, allocation recomputed "
+            "after every arrival or completion, one GPU per server, rho = JCT / (run time "
+            "alone at the job's batch-size schedule x max(1, jobs in trace / GPUs))"
+        ),
+        round_length_s=120.0,
+        min_allocation_interval_s=0.0,
+        hold_unallocated_jobs=False,
+        placement="first_fit",
+        placement_sensitive=False,
+        gpus_per_server=1,
+        selection="gavel",
+        rho_contention="trace",
     ),
 }
 

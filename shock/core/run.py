@@ -39,6 +39,8 @@ class RunConfig:
     # Price of one GPU-hour per worker type, for cost-aware policies.
     prices: dict[str, float] | None = None
     cluster_runtime: ClusterRuntime = field(default_factory=ClusterRuntime)
+    # N in rho's fair share: "time_averaged" (shock) or "trace" (jobs in the trace, Shockwave).
+    rho_contention: str = "time_averaged"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from shock.core.errors import InputError
 from shock.core.mechanism import MechanismConfig
 from shock.core.partition import PartitionedPolicy
 from shock.core.plugins import PluginRegistry, default_registry
+from shock.core.policy_options import parse_policy_options
 from shock.core.presets import get_preset
 from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime, RunConfig, RunRequest
@@ -47,6 +48,8 @@ class RunOptions:
     prices: str | None = None  # "v100=2.48,p100=1.46,k80=0.45" ($ per GPU-hour)
     # How backends that run real jobs run them.
     cluster_runtime: ClusterRuntime = field(default_factory=ClusterRuntime)
+    # `key=value` options of the policy (`--policy-option`), converted by the policy.
+    policy_options: tuple[str, ...] = ()
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -72,8 +75,15 @@ def build_request(
     registry = registry or default_registry()
     preset = get_preset(options.preset)
     policy = registry.get("policy", options.policy)
+    if options.policy_options:
+        policy = policy.with_options(parse_policy_options(options.policy_options))
     if options.partitions < 1:
         raise InputError(f"must be >= 1, got {options.partitions}", field="--partitions")
+    if options.partitions > 1 and policy.replans_every_round:
+        raise InputError(
+            f"policy '{policy.name}' plans whole rounds itself; it cannot be partitioned",
+            field="--partitions",
+        )
     if options.partitions > 1:
         policy = PartitionedPolicy(policy, options.partitions, seed=options.seed)
     placement = registry.get("placement", options.placement or preset.placement)
@@ -124,6 +134,7 @@ def build_request(
         seed=options.seed,
         prices=_prices_for(options.prices, cluster.worker_types),
         cluster_runtime=options.cluster_runtime,
+        rho_contention=preset.rho_contention,
     )
     return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)
 

@@ -373,20 +373,22 @@ class MatrixLP:
 _HIGHS_INSTANCES: dict[tuple[object, ...], Any] = {}
 
 
-def _highs_for(spec: SolverSpec) -> Any:
-    """One HiGHS instance per option set, reused: creating one costs as much as a small solve."""
+def _highs_for(spec: SolverSpec, mip: bool = False) -> Any:
+    """One HiGHS instance per option set, reused: creating one costs as much as a small solve.
+    LPs get interior point without presolve; MILPs HiGHS' own defaults."""
     import highspy
 
-    key = (spec.time_limit_s, spec.mip_gap, tuple(sorted(spec.options.items())))
+    key = (mip, spec.time_limit_s, spec.mip_gap, tuple(sorted(spec.options.items())))
     highs = _HIGHS_INSTANCES.get(key)
     if highs is None:
         highs = highspy.Highs()
         highs.setOptionValue("output_flag", False)
-        # The centre of the optimal face, like Gavel's cvxpy/ECOS, not an arbitrary vertex.
-        highs.setOptionValue("solver", "ipm")
-        highs.setOptionValue("run_crossover", "choose")
-        # Presolve costs more than it saves on these small LPs (same solution without it).
-        highs.setOptionValue("presolve", "off")
+        if not mip:
+            # The centre of the optimal face, like Gavel's cvxpy/ECOS, not an arbitrary vertex.
+            highs.setOptionValue("solver", "ipm")
+            highs.setOptionValue("run_crossover", "choose")
+            # Presolve costs more than it saves on these small LPs (same solution without it).
+            highs.setOptionValue("presolve", "off")
         if spec.time_limit_s is not None:
             highs.setOptionValue("time_limit", float(spec.time_limit_s))
         if spec.mip_gap is not None:
@@ -428,3 +430,62 @@ def solve_matrix_lp(lp: MatrixLP, spec: SolverSpec) -> np.ndarray:
     if status != highspy.HighsModelStatus.kOptimal:
         raise SolverError(f"HiGHS ended with {highs.modelStatusToString(status)}")
     return np.asarray(highs.getSolution().col_value)
+
+
+def solve_matrix_milp(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np.ndarray:
+    """Solve a MILP (columns where `integer` is true are integers) given in matrix form:
+    HiGHS directly (its fast path), otherwise through a Pyomo model of the same matrix. Returns
+    an optimal solution, or the incumbent when a time limit stops the search; raises
+    SolverError when there is none (infeasible, or no incumbent in time)."""
+    if not spec.uses_fast_path:
+        return _solve_matrix_with_pyomo(lp, integer, spec)
+    import highspy
+
+    highs = _highs_for(spec, mip=True)
+    model = highs_lp(lp)
+    kinds = highspy.HighsVarType
+    model.integrality_ = [kinds.kInteger if i else kinds.kContinuous for i in integer]
+    highs.passModel(model)
+    highs.run()
+    status = highs.getModelStatus()
+    solution = highs.getSolution()
+    has_point = bool(solution.value_valid)
+    if status == highspy.HighsModelStatus.kOptimal or (
+        status == highspy.HighsModelStatus.kTimeLimit and has_point
+    ):
+        return np.asarray(solution.col_value)
+    raise SolverError(f"HiGHS ended with {highs.modelStatusToString(status)}")
+
+
+def _solve_matrix_with_pyomo(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np.ndarray:
+    import pyomo.environ as pyo
+
+    n = len(lp.cost)
+    model = pyo.ConcreteModel()
+    model.x = pyo.Var(range(n))
+    for j in range(n):
+        var = model.x[j]
+        var.domain = pyo.Integers if integer[j] else pyo.Reals
+        var.setlb(None if math.isinf(lp.col_lower[j]) else float(lp.col_lower[j]))
+        var.setub(None if math.isinf(lp.col_upper[j]) else float(lp.col_upper[j]))
+    rows: list[list[tuple[int, float]]] = [[] for _ in range(len(lp.row_lower))]
+    for j in range(n):
+        for k in range(int(lp.a_start[j]), int(lp.a_start[j + 1])):
+            rows[int(lp.a_index[k])].append((j, float(lp.a_value[k])))
+    model.rows = pyo.ConstraintList()
+    for r, terms in enumerate(rows):
+        body = sum(value * model.x[j] for j, value in terms)
+        lower, upper = lp.row_lower[r], lp.row_upper[r]
+        model.rows.add(
+            pyo.inequality(
+                None if math.isinf(lower) else float(lower),
+                body,
+                None if math.isinf(upper) else float(upper),
+            )
+        )
+    model.objective = pyo.Objective(
+        expr=sum(float(c) * model.x[j] for j, c in enumerate(lp.cost) if c != 0),
+        sense=pyo.minimize,
+    )
+    solve_pyomo(model, spec)
+    return np.array([pyo.value(model.x[j]) for j in range(n)], dtype=float)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from shock.core.dynamics import batch_schedules, follow_schedule
 from shock.core.errors import ShockError
 from shock.core.events import (
     AllocationComputed,
@@ -66,6 +67,10 @@ class Simulator:
         jobs = sorted(request.trace.jobs, key=lambda j: (j.arrival_time, j.job_id))
         for job in jobs:
             mechanism.check_job(job, request.trace.source)
+        # Jobs whose batch size changes (Accordion, GNS); empty for a static trace.
+        schedules = batch_schedules(
+            jobs, request.registry, request.table, mechanism.worker_types, request.trace.source
+        )
         waiting_for = {
             j.job_id
             for j in jobs
@@ -128,6 +133,11 @@ class Simulator:
                         hooks.job_finished(
                             event=JobFinished(finish, job.job_id, finish - job.arrival_time)
                         )
+                if schedules:
+                    for member in assignment.unit.members:
+                        schedule = schedules.get(member.job_id)
+                        if schedule is not None and member.job_id in mechanism.active:
+                            follow_schedule(mechanism, member, schedule)
             if running and hooks.round_ended:
                 hooks.round_ended(
                     event=RoundEnded(now, rounds, len(mechanism.active), len(records))
@@ -140,7 +150,12 @@ class Simulator:
             while next_arrival < len(jobs) and jobs[next_arrival].arrival_time <= now:
                 job = jobs[next_arrival]
                 state = mechanism.admit(job)
-                isolated_runtime[job.job_id] = job.total_steps / max(state.rates)
+                schedule = schedules.get(job.job_id)
+                isolated_runtime[job.job_id] = (
+                    schedule.isolated_runtime_s
+                    if schedule is not None
+                    else job.total_steps / max(state.rates)
+                )
                 next_arrival += 1
                 if hooks.job_arrived:
                     hooks.job_arrived(
@@ -214,7 +229,13 @@ class Simulator:
             (j.arrival_time, now) for j in jobs[:next_arrival] if j.job_id in mechanism.active
         ]
         metrics, rhos = compute_metrics(
-            records, request.cluster.total_gpus, counters, wall_s, config.window, unfinished
+            records,
+            request.cluster.total_gpus,
+            counters,
+            wall_s,
+            config.window,
+            unfinished,
+            trace_jobs=len(jobs) if config.rho_contention == "trace" else None,
         )
         return RunResult(
             policy=policy.name,

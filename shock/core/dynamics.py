@@ -1,0 +1,110 @@
+"""Jobs whose batch size changes while they train (Accordion, GNS).
+
+A dynamic job's work is counted in epochs. Its epoch e has the batch size its adaptation
+model gives; while at batch size b it runs ceil(samples / b) steps per epoch at the table's
+isolated throughput of `<model> (batch size b)`. When its batch size changes, the steps it has
+done and its total steps are rescaled to the new steps per epoch, so completed and total
+epochs stay the same (the total to within one step: it is rounded up to a whole step).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from shock.core.epochs import job_type_with_batch_size, num_epochs, steps_per_epoch
+from shock.core.errors import InputError
+from shock.core.mechanism import JobState, Mechanism
+from shock.core.model import JobSpec
+from shock.core.plugins import PluginRegistry
+from shock.core.throughputs import ThroughputTable
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSchedule:
+    """A dynamic job's batch size per epoch and its total (possibly fractional) epochs."""
+
+    model: str
+    scale_factor: int
+    batch_sizes: tuple[int, ...]
+    total_epochs: float  # total steps at the initial batch size / its steps per epoch
+    isolated_runtime_s: float  # alone, on its fastest worker type at every batch size
+
+    def batch_size_at(self, epochs_done: float) -> int:
+        """The batch size of the epoch the job is in after `epochs_done` epochs."""
+        return self.batch_sizes[min(int(epochs_done), len(self.batch_sizes) - 1)]
+
+
+@dataclass(frozen=True, slots=True)
+class Rescaled:
+    """A job's step counts after a batch-size change."""
+
+    job_type: str
+    total_steps: int
+    steps_done: float
+
+
+def rescale(
+    schedule: BatchSchedule, steps_done: float, old_batch_size: int, new_batch_size: int
+) -> Rescaled:
+    """Steps in units of the new batch size that keep completed and total epochs."""
+    epochs_done = steps_done / steps_per_epoch(schedule.model, old_batch_size)
+    per_epoch = steps_per_epoch(schedule.model, new_batch_size)
+    done = epochs_done * per_epoch
+    total = max(math.ceil(schedule.total_epochs * per_epoch - 1e-9), math.floor(done) + 1)
+    return Rescaled(job_type_with_batch_size(schedule.model, new_batch_size), total, done)
+
+
+def batch_schedules(
+    jobs: Iterable[JobSpec],
+    registry: PluginRegistry,
+    table: ThroughputTable,
+    worker_types: tuple[str, ...],
+    source: str,
+) -> dict[int, BatchSchedule]:
+    """The schedule of every job whose batch size changes (static jobs have none)."""
+    schedules: dict[int, BatchSchedule] = {}
+    for job in jobs:
+        if job.mode == "static":
+            continue
+        adaptation = registry.get("adaptation", job.mode)
+        sizes = tuple(adaptation.batch_sizes(job, num_epochs(job, source)))
+        if len(set(sizes)) <= 1:
+            continue
+        initial = sizes[0]
+        total_epochs = job.total_steps / steps_per_epoch(job.model_family, initial)
+        alone = 0.0
+        for epoch, size in enumerate(sizes):
+            job_type = job_type_with_batch_size(job.model_family, size)
+            rate = max(table.throughput(job_type, job.scale_factor, w) for w in worker_types)
+            if rate <= 0:
+                raise InputError(
+                    f"throughput table {table.source} has no throughput for '{job_type}' at "
+                    f"scale factor {job.scale_factor} on {', '.join(worker_types)} (the "
+                    f"job's {job.mode} schedule reaches batch size {size})",
+                    path=source,
+                    line=job.source_line,
+                    field="job_type",
+                )
+            fraction = min(1.0, total_epochs - epoch)
+            alone += fraction * steps_per_epoch(job.model_family, size) / rate
+        schedules[job.job_id] = BatchSchedule(
+            job.model_family, job.scale_factor, sizes, total_epochs, alone
+        )
+    return schedules
+
+
+def follow_schedule(mechanism: Mechanism, job: JobState, schedule: BatchSchedule) -> bool:
+    """Switch an active job to the batch size of the epoch it is in, if that changed (at a
+    round boundary); return whether it changed."""
+    current = job.spec.batch_size
+    if current is None:
+        return False
+    epochs_done = job.steps_done / steps_per_epoch(schedule.model, current)
+    target = schedule.batch_size_at(epochs_done)
+    if target == current:
+        return False
+    new = rescale(schedule, job.steps_done, current, target)
+    mechanism.change_job_type(job, new.job_type, new.total_steps, new.steps_done)
+    return True

@@ -1,0 +1,38 @@
+"""Built-in plugin: Accordion, which jumps to the model's largest batch size outside critical
+regimes (Shockwave's profile rules, from the bundled adaptation patterns)."""
+
+from __future__ import annotations
+
+from shock.core.errors import ShockError
+from shock.core.hookspecs import Register, hookimpl
+from shock.core.model import JobSpec
+from shock.plugins.adaptation.patterns import accordion_rules
+
+
+class AccordionAdaptation:
+    name = "accordion"
+    description = "Accordion: initial batch size in critical regimes and the first 30%, else max"
+
+    def batch_sizes(self, job: JobSpec, num_epochs: int) -> list[int]:
+        initial = job.batch_size
+        if initial is None:
+            raise ShockError(f"job type '{job.job_type}' has no batch size")
+        rules = accordion_rules()
+        model = job.model_family
+        largest = rules.max_batch_size.get(model)
+        if model in rules.non_adaptive_models or largest is None:
+            return [initial] * num_epochs
+        regimes = rules.regimes(model, initial)
+        # The warm-up rule e <= 0.3 n, in integers (10 e <= 3 n) to match the source exactly.
+        numerator = round(rules.warmup_fraction * 10)
+        sizes = []
+        for epoch in range(num_epochs):
+            critical = any(start <= epoch < end for start, end in regimes)
+            warming_up = 10 * epoch <= numerator * num_epochs
+            sizes.append(initial if critical or warming_up else largest)
+        return sizes
+
+
+@hookimpl
+def register_adaptations(register: Register) -> None:
+    register(AccordionAdaptation())
