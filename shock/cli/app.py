@@ -93,6 +93,17 @@ def run_command(
             help="Price of a GPU-hour per type for cost-aware policies: v100=2.48,k80=0.45."
         ),
     ] = None,
+    entities: Annotated[
+        str | None,
+        typer.Option(
+            help="Entities (users) for hierarchical policies: names a,b,c or a count; jobs "
+            "are assigned round-robin in job-id order."
+        ),
+    ] = None,
+    entity_weights: Annotated[
+        str | None,
+        typer.Option(help="Entity weights a=1,b=2 (others weigh 1); alone, also the entities."),
+    ] = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the results document here.")
     ] = None,
@@ -117,6 +128,8 @@ def run_command(
         time_limit_s=time_limit,
         partitions=partitions,
         prices=prices,
+        entities=entities,
+        entity_weights=entity_weights,
     )
     registry = default_registry()
     console = make_console()

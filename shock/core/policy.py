@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -37,6 +38,8 @@ class PolicyJob:
     steps_done: float
     # The trace's SLO column: the job should finish within slo x its isolated run time.
     slo: float | None = None
+    # The user or group the job belongs to (hierarchical policies); None: the default entity.
+    entity: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,9 @@ class PolicyInput:
     table: ThroughputTable | None = None
     # Price of one GPU-hour of each worker type (cost-aware policies); None when not given.
     prices: np.ndarray | None = None
+    # Weight of each entity (user or group) for hierarchical policies; entities not named
+    # here weigh 1.
+    entity_weights: Mapping[str, float] | None = None
 
     @property
     def scale_factors(self) -> np.ndarray:

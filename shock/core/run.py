@@ -26,6 +26,8 @@ class RunConfig:
     seed: int = 0
     # Price of one GPU-hour per worker type, for cost-aware policies.
     prices: dict[str, float] | None = None
+    # Weight per entity (user or group) for hierarchical policies (--entity-weights).
+    entity_weights: dict[str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
 from shock.core.cluster_spec import parse_cluster, parse_prices
+from shock.core.entities import parse_entities
 from shock.core.errors import InputError
 from shock.core.mechanism import MechanismConfig
 from shock.core.partition import PartitionedPolicy
@@ -44,6 +45,8 @@ class RunOptions:
     # POP partitioning: solve the policy on this many random job groups (1: no partitioning).
     partitions: int = 1
     prices: str | None = None  # "v100=2.48,p100=1.46,k80=0.45" ($ per GPU-hour)
+    entities: str | None = None  # "a,b" or a count: jobs assigned round-robin (entities.py)
+    entity_weights: str | None = None  # "a=1,b=2"
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -79,6 +82,9 @@ def build_request(
     if trace is None:
         trace_path = options.trace or bundled_trace_path()
         trace = read_trace(trace_path, registry)
+    entities = parse_entities(options.entities, options.entity_weights)
+    if entities is not None:
+        trace = replace(trace, jobs=entities.assign(trace.jobs))
     table = load_throughputs(options.throughputs) if options.throughputs else default_throughputs()
     gpus_per_server = (
         preset.gpus_per_server if options.gpus_per_server is None else options.gpus_per_server
@@ -119,6 +125,7 @@ def build_request(
         preemption_overhead_s=overhead,
         seed=options.seed,
         prices=_prices_for(options.prices, cluster.worker_types),
+        entity_weights=None if entities is None else entities.weights,
     )
     return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)
 
