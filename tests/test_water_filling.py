@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from feasibility import check_feasible
+from feasibility import check_feasible, check_packed_feasible
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
@@ -138,19 +138,7 @@ def assert_water_filling_optimal(p: PolicyInput, packed: bool, aware: bool) -> n
 def test_water_filling_is_feasible_and_leximin_optimal(name: str, p: PolicyInput) -> None:
     aware, packed = VARIANTS[name]
     allocation = MaxMinFairnessWaterFilling(aware, packed).allocate(p, SolverSpec())
-    x = allocation.fractions
-    single = [k for k in allocation.keys if isinstance(k, int)]
-    assert single == [job.job_id for job in p.jobs]
-    assert np.all(x >= 0) and np.all(np.isfinite(x))
-    # Time per job (alone and in pairs) <= 1, GPUs per type <= capacity.
-    for job in p.jobs:
-        rows = [
-            r
-            for r, k in enumerate(allocation.keys)
-            if k == job.job_id or (isinstance(k, tuple) and job.job_id in k)
-        ]
-        assert x[rows].sum() <= 1 + 1e-6
-    assert np.all(x.sum(axis=0) <= p.capacity + 1e-6)
+    check_packed_feasible(p, allocation)
     if not packed:
         check_feasible(p, allocation)
     achieved = assert_water_filling_optimal(p, packed, aware)

@@ -87,7 +87,10 @@ class FinishTimeProblem:
 
     def ratios(self, fractions: np.ndarray) -> np.ndarray:
         """w_j rho_j(x) per job (inf for a job x gives no throughput)."""
-        rates = (self.throughputs * fractions).sum(axis=1)
+        return self.ratios_at((self.throughputs * fractions).sum(axis=1))
+
+    def ratios_at(self, rates: np.ndarray) -> np.ndarray:
+        """w_j rho_j per job when job j makes rates[j] steps/s."""
         with np.errstate(divide="ignore"):
             time_left = np.where(rates > 0, self.remaining / rates, np.inf)
         return (self.elapsed + time_left) / self.horizon
@@ -161,6 +164,14 @@ class FinishTimeFairness(Policy):
             horizon=horizon[counted],
             isolated=x0[counted],
         )
+        return self.solve(problem, counted, ftf, solver)
+
+    def solve(
+        self, problem: PolicyInput, counted: np.ndarray, ftf: FinishTimeProblem, solver: SolverSpec
+    ) -> Allocation:
+        """The allocation minimising the largest ratio of the counted jobs (the rest get 0)."""
+        keys = tuple(job.job_id for job in problem.jobs)
+        fractions = np.zeros_like(problem.throughputs)
         if solver.uses_fast_path:
             x = bisect_matrix(ftf, solver)
         else:

@@ -60,7 +60,7 @@ class Units:
         self, problem: PolicyInput, fractions: np.ndarray, objective: float | None
     ) -> Allocation:
         """Every job's row, then the pairs that got time (the rest are left out)."""
-        fractions = np.where(fractions < 1e-9, 0.0, np.clip(fractions, 0.0, 1.0))
+        fractions = clean_unit_fractions(fractions)
         keep = [
             u for u, key in enumerate(self.keys) if isinstance(key, int) or fractions[u].max() > 0
         ]
@@ -113,6 +113,11 @@ class Units:
         return np.clip(np.asarray(columns[: self.num_columns]), 0.0, None).reshape(
             len(self.keys), self.num_types
         )
+
+
+def clean_unit_fractions(fractions: np.ndarray) -> np.ndarray:
+    """Solver noise clipped: fractions in [0, 1], values below 1e-9 set to 0."""
+    return np.where(fractions < 1e-9, 0.0, np.clip(fractions, 0.0, 1.0))
 
 
 def job_units(problem: PolicyInput, packed: bool) -> Units:

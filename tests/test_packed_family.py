@@ -1,0 +1,173 @@
+"""Space-sharing variants of finish-time fairness and of throughput per dollar under SLOs.
+
+Optimality is checked with scipy: no allocation over the same units reaches a slightly better
+objective (the LP at that objective is infeasible)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from feasibility import check_packed_feasible
+from scipy.optimize import linprog
+
+from shock.core.plugins import default_registry
+from shock.core.policy import Policy, PolicyInput, PolicyJob
+from shock.core.solver import SolverSpec
+from shock.core.throughputs import default_throughputs
+from shock.plugins.policies.isolated import isolated_fractions
+from shock.plugins.policies.units import job_units
+from shock.traces.generator import WorkloadConfig, generate_jobs
+
+TABLE = default_throughputs()
+WORKER_TYPES = ("k80", "p100", "v100")
+INSTANCES = {
+    "scarce": (24, (1, 2, 1), 3, False),
+    "gangs": (16, (4, 4, 4), 1, True),
+    "roomy": (8, (4, 4, 4), 5, False),
+}
+
+
+def instance(name: str) -> PolicyInput:
+    num_jobs, capacity, seed, multi_gpu = INSTANCES[name]
+    specs = generate_jobs(
+        WorkloadConfig(
+            num_jobs=num_jobs,
+            jobs_per_hour=30.0,
+            seed=seed,
+            multi_gpu=multi_gpu,
+            multi_priority=True,
+        ),
+        TABLE,
+    )
+    rng = np.random.default_rng(seed)
+    now = max(s.arrival_time for s in specs) + 60.0
+    jobs = tuple(
+        PolicyJob(
+            job_id=s.job_id,
+            job_type=s.job_type,
+            scale_factor=s.scale_factor,
+            priority_weight=s.priority_weight,
+            arrival_time=s.arrival_time,
+            total_steps=s.total_steps,
+            steps_done=float(math.floor(rng.uniform(0.0, 0.8) * s.total_steps)),
+            slo=float(rng.uniform(1.2, 4.0)),
+        )
+        for s in specs
+    )
+    throughputs = np.array(
+        [[TABLE.throughput(s.job_type, s.scale_factor, w) for w in WORKER_TYPES] for s in specs]
+    )
+    return PolicyInput(
+        now=now,
+        jobs=jobs,
+        worker_types=WORKER_TYPES,
+        capacity=np.array(capacity, float),
+        throughputs=throughputs,
+        table=TABLE,
+        prices=np.array([0.9, 1.46, 2.48]),
+    )
+
+
+def policy(name: str) -> Policy:
+    return default_registry().get("policy", name).for_run(0)
+
+
+def unit_rates(p: PolicyInput, allocation_keys: tuple, fractions: np.ndarray) -> np.ndarray:
+    """Each job's steps/s under an allocation with pairs, from the table directly."""
+    rates = np.zeros(len(p.jobs))
+    row_of = {job.job_id: r for r, job in enumerate(p.jobs)}
+    for key, x in zip(allocation_keys, fractions, strict=True):
+        if isinstance(key, int):
+            rates[row_of[key]] += p.throughputs[row_of[key]] @ x
+            continue
+        a, b = (p.jobs[row_of[k]] for k in key)
+        pair = np.array(
+            [
+                TABLE.pair_throughput((a.job_type, a.scale_factor), (b.job_type, b.scale_factor), w)
+                for w in WORKER_TYPES
+            ]
+        )
+        if a.job_type == b.job_type:
+            pair[:] = pair.mean(axis=1, keepdims=True)
+        rates[row_of[key[0]]] += pair[:, 0] @ x
+        rates[row_of[key[1]]] += pair[:, 1] @ x
+    return rates
+
+
+# --------------------------------------------------------------------------- finish-time fairness
+
+
+def ftf_terms(p: PolicyInput) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(t_j, R_j, D_j, counted) of a first call (no attained time yet), written out here."""
+    x0 = isolated_fractions(p.capacity, p.scale_factors)
+    iso = (p.throughputs * x0).sum(axis=1)
+    remaining = p.steps_remaining
+    counted = (remaining > 0) & (iso > 0)
+    horizon = np.where(counted, remaining / np.where(iso > 0, iso, 1) / p.priority_weights, 1)
+    return p.times_since_arrival, remaining, horizon, counted
+
+
+@pytest.mark.parametrize("name", list(INSTANCES))
+def test_packed_finish_time_fairness_is_feasible_and_optimal(name: str) -> None:
+    p = instance(name)
+    allocation = policy("finish_time_fairness_packed").allocate(p, SolverSpec())
+    check_packed_feasible(p, allocation)
+    elapsed, remaining, horizon, counted = ftf_terms(p)
+    rates = unit_rates(p, allocation.keys, allocation.fractions)
+    ratios = (elapsed + remaining / rates) / horizon
+    assert allocation.objective == pytest.approx(ratios[counted].max(), rel=1e-9)
+    # Pairs only add options: never worse than the unpacked optimum.
+    unpacked = policy("finish_time_fairness_perf").allocate(p, SolverSpec()).objective
+    assert unpacked is not None and allocation.objective <= unpacked * (1 + 1e-6)
+    # No allocation over the same units reaches a ratio 1e-6 lower.
+    units = job_units(p, packed=True)
+    rho = allocation.objective * (1 - 1e-6)
+    demand = remaining / (rho * horizon - elapsed)
+    progress = units.progress_matrix(np.ones(len(p.jobs))).toarray()[counted]
+    resources = np.vstack([units.time_matrix().toarray(), units.capacity_matrix().toarray()])
+    if np.any(rho * horizon[counted] <= elapsed[counted]):
+        return  # that rho is below a job's elapsed share: infeasible outright
+    result = linprog(
+        np.zeros(units.num_columns),
+        A_ub=np.vstack([resources, -progress]),
+        b_ub=np.concatenate([np.ones(len(p.jobs)), units.capacity, -demand[counted]]),
+        bounds=(0, None),
+        method="highs",
+    )
+    assert result.status == 2, f"a better allocation exists: {result.message}"
+
+
+def test_packing_lowers_the_worst_finish_time_ratio_when_gpus_are_scarce() -> None:
+    p = instance("scarce")
+    packed = policy("finish_time_fairness_packed").allocate(p, SolverSpec()).objective
+    unpacked = policy("finish_time_fairness_perf").allocate(p, SolverSpec()).objective
+    assert packed is not None and unpacked is not None
+    assert packed < 0.95 * unpacked
+    assert any(
+        isinstance(k, tuple)
+        for k in policy("finish_time_fairness_packed").allocate(p, SolverSpec()).keys
+    )
+
+
+def test_packed_finish_time_fairness_credits_isolated_time_across_calls() -> None:
+    p = instance("roomy")
+    ftf = policy("finish_time_fairness_packed")
+    ftf.allocate(p, SolverSpec())
+    assert ftf.attained_isolated_time == {job.job_id: 0.0 for job in p.jobs}
+    later = PolicyInput(
+        now=p.now + 100.0,
+        jobs=tuple(
+            PolicyJob(
+                **{**{f: getattr(j, f) for f in j.__slots__}, "steps_done": j.steps_done + 10}
+            )
+            for j in p.jobs
+        ),
+        worker_types=p.worker_types,
+        capacity=p.capacity,
+        throughputs=p.throughputs,
+        table=p.table,
+    )
+    ftf.allocate(later, SolverSpec())
+    assert all(v > 0 for v in ftf.attained_isolated_time.values())
