@@ -5,26 +5,27 @@ repeat until every job is frozen:
 
 1. level LP:  maximise t  s.t.  p_j(x) >= t (unfrozen j),  p_j(x) >= level_j (frozen j),
    the time and capacity rows;
-2. find the bottlenecked jobs: those no allocation keeping the LP's constraints at t* can
-   raise above t*. With t fixed at t*, maximise sum_{j in C} e_j over slack columns
-   0 <= e_j <= t* (p_j(x) - t - e_j >= 0) for the candidates C (initially the unfrozen
-   jobs); every job with e_j > 0 can be raised and leaves C; repeat until no e_j is
-   positive. What is left of C cannot be raised (any one that could would make the sum
-   positive), and C is never empty (t* is the maximum);
-3. freeze C at level t* and go on with the rest.
+2. find bottlenecked jobs: unfrozen jobs no optimal solution of that LP raises above t*;
+3. freeze them at level t* and go on with the rest.
 
 Every job ends at its own level and no job's level can rise without lowering one at or below
 it (the definition of water filling). The leximin level vector is unique, so every solver
 returns the same levels. Jobs with no progress anywhere are frozen at 0 from the start.
 
-The HiGHS path keeps one LP in one dual-simplex instance for the whole sequence: each step
-changes only bounds, costs and a coefficient per frozen job, so every solve is warm-started
-from the previous basis. Other solvers run the same sequence on one Pyomo model whose
-bounds and objective coefficients are mutable.
+Step 2 differs by path. HiGHS (the fast path) reads the duals of the progress rows: a job
+whose row has a positive dual is tight in every optimal solution (complementary slackness),
+and the duals sum to 1, so each step freezes at least one job. The whole sequence is one LP
+in one dual-simplex instance; a step changes only a few row bounds and coefficients, so every
+solve starts from the previous basis. Other solvers run on one Pyomo model with mutable
+parameters and ask the primal question instead: with t fixed at t*, maximise the summed
+headroom e_j (p_j(x) - t - e_j >= 0, 0 <= e_j <= t*) of candidate jobs; those with e_j > 0
+can rise and leave the candidates, until no candidate has headroom (any that could rise
+would make the sum positive).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,10 +38,15 @@ from shock.core.solver import MatrixLP, SolverSpec, highs_lp, solve_pyomo
 from shock.plugins.policies.rate_lp import simplex_highs
 from shock.plugins.policies.units import Units
 
-# A job counts as raisable when its slack exceeds this fraction of the level; frozen levels
-# are kept this much below the level found, so the next LP stays feasible within tolerances.
+# A job counts as raisable when its headroom exceeds this fraction of the level (and as
+# tight when its progress is within it); frozen levels are kept this much below the level
+# found, so the next LP stays feasible within the solver's tolerances.
 _RAISE_TOLERANCE = 1e-6
 _FREEZE_MARGIN = 1e-9
+# A progress row's dual above this (the duals sum to 1) marks its job as a bottleneck.
+_DUAL_TOLERANCE = 1e-9
+# HiGHS' primal feasibility tolerance: how far frozen levels drop if a step is infeasible.
+_RETRY_RELAXATION = 1e-7
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,33 +81,28 @@ def _fill(sequence: _Sequence, in_objective: np.ndarray) -> np.ndarray:
     unfrozen = in_objective.copy()
     while unfrozen.any():
         level = sequence.maximise_level()
-        candidates = unfrozen.copy()
-        while candidates.any():
-            slack = sequence.maximise_slack(level, candidates)
-            raised = candidates & (slack > _RAISE_TOLERANCE * max(level, 1e-12))
-            if not raised.any():
-                break
-            candidates &= ~raised
-        if not candidates.any():
-            # Numerically every job looked raisable: freeze the lowest (t* is the maximum).
+        stuck = sequence.bottlenecks(level, unfrozen) & unfrozen
+        if not stuck.any():
+            # Numerically no job looked stuck: freeze the lowest (t* is the maximum).
             progress = sequence.progress()
             lowest = np.min(progress[unfrozen])
-            candidates = unfrozen & (progress <= lowest * (1 + _RAISE_TOLERANCE))
-        sequence.freeze(candidates, level * (1 - _FREEZE_MARGIN))
-        levels[candidates] = level
-        unfrozen &= ~candidates
+            stuck = unfrozen & (progress <= lowest * (1 + _RAISE_TOLERANCE))
+        sequence.freeze(stuck, level * (1 - _FREEZE_MARGIN))
+        levels[stuck] = level
+        unfrozen &= ~stuck
     return levels
 
 
 class _Sequence:
-    """One LP changed in place: columns x (units x types), t, then e (one per job)."""
+    """One LP changed in place between the steps of the sequence."""
 
     solves: int = 0
 
     def maximise_level(self) -> float:
         raise NotImplementedError
 
-    def maximise_slack(self, level: float, candidates: np.ndarray) -> np.ndarray:
+    def bottlenecks(self, level: float, unfrozen: np.ndarray) -> np.ndarray:
+        """Jobs no allocation keeping every unfrozen job at `level` can raise above it."""
         raise NotImplementedError
 
     def freeze(self, jobs: np.ndarray, level: float) -> None:
@@ -115,6 +116,14 @@ class _Sequence:
 
 
 class _HighsSequence(_Sequence):
+    """Columns x then t; rows: progress (p_j(x) - t >= 0, or p_j(x) >= level_j once frozen),
+    time, capacity. Bottlenecks come from the duals: a job whose progress row has a positive
+    dual is tight in every optimal solution (complementary slackness holds between any
+    optimal primal and any optimal dual solution), so it cannot rise above t*. The duals of
+    those rows sum to 1 (t's cost), so every step freezes at least one job; a job that is
+    tight everywhere but has a zero dual in this basis is frozen at a later step, at the
+    same level."""
+
     def __init__(
         self,
         units: Units,
@@ -123,91 +132,89 @@ class _HighsSequence(_Sequence):
         solver: SolverSpec,
         warm_start: bool,
     ) -> None:
-        m = units.num_jobs
-        c = units.num_columns
-        self.m, self.c = m, c
-        self.t = c
+        m, c = units.num_jobs, units.num_columns
+        self.m, self.c, self.t = m, c, c
         self.progress_rows = progress
         level_col = sparse.csr_matrix(-in_objective.astype(float)[:, None])
-        matrix = sparse.vstack(
+        n = units.num_types
+        self.matrix = sparse.vstack(
             [
-                sparse.hstack([progress, level_col, -sparse.identity(m)]),
-                sparse.hstack([units.time_matrix(), sparse.csr_matrix((m, 1 + m))]),
-                sparse.hstack(
-                    [units.capacity_matrix(), sparse.csr_matrix((units.num_types, 1 + m))]
-                ),
+                sparse.hstack([progress, level_col]),
+                sparse.hstack([units.time_matrix(), sparse.csr_matrix((m, 1))]),
+                sparse.hstack([units.capacity_matrix(), sparse.csr_matrix((n, 1))]),
             ]
         ).tocsc()
-        self.cost = np.zeros(c + 1 + m)
-        self.col_lower = np.zeros(c + 1 + m)
-        self.col_upper = np.concatenate([np.full(c + 1, np.inf), np.zeros(m)])
-        self.row_lower = np.concatenate([np.zeros(m), np.full(m + units.num_types, -np.inf)])
-        self.row_upper = np.concatenate([np.full(m, np.inf), np.ones(m), units.capacity])
-        self.matrix = matrix
-        self.warm_start = warm_start
-        self.highs = simplex_highs(solver)
-        self.solution = np.zeros(c + 1 + m)
-        self._pass()
-
-    def _pass(self) -> None:
-        lp = MatrixLP(
-            cost=self.cost,
-            col_lower=self.col_lower,
-            col_upper=self.col_upper,
-            row_lower=self.row_lower,
-            row_upper=self.row_upper,
+        cost = np.zeros(c + 1)
+        cost[self.t] = -1.0
+        self.lp = MatrixLP(
+            cost=cost,
+            col_lower=np.zeros(c + 1),
+            col_upper=np.full(c + 1, np.inf),
+            row_lower=np.concatenate([np.zeros(m), np.full(m + n, -np.inf)]),
+            row_upper=np.concatenate([np.full(m, np.inf), np.ones(m), units.capacity]),
             a_start=self.matrix.indptr.astype(np.int32),
             a_index=self.matrix.indices.astype(np.int32),
             a_value=self.matrix.data.astype(float),
         )
-        self.highs.passModel(highs_lp(lp))
+        self.warm_start = warm_start
+        self.highs = simplex_highs(solver)
+        self.highs.passModel(highs_lp(self.lp))
+        self.solution = np.zeros(c + 1)
+        self.duals = np.zeros(m)
+        self.frozen = np.zeros(m, dtype=bool)
 
-    def _solve(self) -> None:
+    def maximise_level(self) -> float:
         import highspy
 
         highs = self.highs
-        if self.warm_start:
-            highs.changeColsCost(
-                len(self.cost), np.arange(len(self.cost), dtype=np.int32), self.cost
+        if not self.warm_start:
+            # The same LP passed afresh (the benchmark's baseline): no basis to start from.
+            csc = self.matrix
+            lp = dataclasses.replace(
+                self.lp,
+                a_start=csc.indptr.astype(np.int32),
+                a_index=csc.indices.astype(np.int32),
+                a_value=csc.data.astype(float),
             )
-            cols = np.arange(len(self.cost), dtype=np.int32)
-            highs.changeColsBounds(len(cols), cols, self.col_lower, self.col_upper)
-            rows = np.arange(self.m, dtype=np.int32)
-            highs.changeRowsBounds(self.m, rows, self.row_lower[: self.m], self.row_upper[: self.m])
-        else:
-            self._pass()
+            highs.passModel(highs_lp(lp))
         highs.run()
         status = highs.getModelStatus()
+        if status == highspy.HighsModelStatus.kInfeasible and self.frozen.any():
+            # Frozen levels a hair above what the last vertex met within HiGHS' tolerances:
+            # lower them by the feasibility tolerance and solve again.
+            rows = np.flatnonzero(self.frozen).astype(np.int32)
+            self.lp.row_lower[rows] -= _RETRY_RELAXATION
+            highs.changeRowsBounds(
+                len(rows), rows, self.lp.row_lower[rows], self.lp.row_upper[rows]
+            )
+            highs.run()
+            status = highs.getModelStatus()
         if status != highspy.HighsModelStatus.kOptimal:
             raise SolverError(
                 f"HiGHS ended with {highs.modelStatusToString(status)} (water-filling step)"
             )
-        self.solution = np.asarray(highs.getSolution().col_value)
+        solution = highs.getSolution()
+        self.solution = np.asarray(solution.col_value)
+        self.duals = np.abs(np.asarray(solution.row_dual)[: self.m])
         self.solves += 1
-
-    def maximise_level(self) -> float:
-        self.cost[:] = 0.0
-        self.cost[self.t] = -1.0
-        self.col_lower[self.t], self.col_upper[self.t] = 0.0, np.inf
-        self.col_upper[self.c + 1 :] = 0.0
-        self._solve()
         return float(self.solution[self.t])
 
-    def maximise_slack(self, level: float, candidates: np.ndarray) -> np.ndarray:
-        e = self.c + 1
-        self.cost[:] = 0.0
-        self.cost[e:] = -candidates.astype(float)
-        self.col_lower[self.t] = self.col_upper[self.t] = level
-        self.col_upper[e:] = np.where(candidates, level, 0.0)
-        self._solve()
-        return np.asarray(self.solution[e:])
+    def bottlenecks(self, level: float, unfrozen: np.ndarray) -> np.ndarray:
+        tight = self.progress() <= level * (1 + _RAISE_TOLERANCE) + 1e-12
+        return unfrozen & tight & (self.duals > _DUAL_TOLERANCE)
 
     def freeze(self, jobs: np.ndarray, level: float) -> None:
-        for j in np.flatnonzero(jobs):
-            self.row_lower[j] = level
-            self.matrix[j, self.t] = 0.0  # the structure stays; the value is zero
+        self.frozen |= jobs
+        rows = np.flatnonzero(jobs).astype(np.int32)
+        self.lp.row_lower[rows] = level
+        for j in rows:
+            self.matrix[int(j), self.t] = 0.0  # the structure stays; the value is zero
             if self.warm_start:
                 self.highs.changeCoeff(int(j), self.t, 0.0)
+        if self.warm_start:
+            self.highs.changeRowsBounds(
+                len(rows), rows, self.lp.row_lower[rows], self.lp.row_upper[rows]
+            )
 
     def columns(self) -> np.ndarray:
         return np.asarray(self.solution[: self.c])
@@ -269,7 +276,20 @@ class _PyomoSequence(_Sequence):
         self._solve()
         return float(model.level.value or 0.0)
 
-    def maximise_slack(self, level: float, candidates: np.ndarray) -> np.ndarray:
+    def bottlenecks(self, level: float, unfrozen: np.ndarray) -> np.ndarray:
+        """With t fixed at the level, maximise the candidates' summed headroom; every job
+        with headroom can rise and leaves the candidates, until none has any. Solvers'
+        duals are not all available through Pyomo, so this asks the primal question."""
+        candidates = unfrozen.copy()
+        while candidates.any():
+            headroom = self.maximise_headroom(level, candidates)
+            raised = candidates & (headroom > _RAISE_TOLERANCE * max(level, 1e-12))
+            if not raised.any():
+                break
+            candidates &= ~raised
+        return candidates
+
+    def maximise_headroom(self, level: float, candidates: np.ndarray) -> np.ndarray:
         model = self.model
         model.level.fix(level)
         for j in model.J:
