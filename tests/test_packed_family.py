@@ -5,26 +5,24 @@ objective (the LP at that objective is infeasible)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
 import pytest
 from feasibility import check_packed_feasible
+from instances import WORKER_TYPES, generated_input
 from scipy.optimize import linprog
 
 from shock.core.errors import ShockError
 from shock.core.plugins import default_registry
-from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
+from shock.core.policy import Allocation, Policy, PolicyInput
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
 from shock.plugins.policies.cost import slo_targets
 from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.units import Units, job_units
-from shock.traces.generator import WorkloadConfig, generate_jobs
 
 TABLE = default_throughputs()
-WORKER_TYPES = ("k80", "p100", "v100")
 INSTANCES = {
     "scarce": (24, (1, 2, 1), 3, False),
     "gangs": (16, (4, 4, 4), 1, True),
@@ -33,44 +31,7 @@ INSTANCES = {
 
 
 def instance(name: str) -> PolicyInput:
-    num_jobs, capacity, seed, multi_gpu = INSTANCES[name]
-    specs = generate_jobs(
-        WorkloadConfig(
-            num_jobs=num_jobs,
-            jobs_per_hour=30.0,
-            seed=seed,
-            multi_gpu=multi_gpu,
-            multi_priority=True,
-        ),
-        TABLE,
-    )
-    rng = np.random.default_rng(seed)
-    now = max(s.arrival_time for s in specs) + 60.0
-    jobs = tuple(
-        PolicyJob(
-            job_id=s.job_id,
-            job_type=s.job_type,
-            scale_factor=s.scale_factor,
-            priority_weight=s.priority_weight,
-            arrival_time=s.arrival_time,
-            total_steps=s.total_steps,
-            steps_done=float(math.floor(rng.uniform(0.0, 0.8) * s.total_steps)),
-            slo=float(rng.uniform(1.2, 4.0)),
-        )
-        for s in specs
-    )
-    throughputs = np.array(
-        [[TABLE.throughput(s.job_type, s.scale_factor, w) for w in WORKER_TYPES] for s in specs]
-    )
-    return PolicyInput(
-        now=now,
-        jobs=jobs,
-        worker_types=WORKER_TYPES,
-        capacity=np.array(capacity, float),
-        throughputs=throughputs,
-        table=TABLE,
-        prices=np.array([0.9, 1.46, 2.48]),
-    )
+    return generated_input(*INSTANCES[name])
 
 
 def policy(name: str) -> Policy:

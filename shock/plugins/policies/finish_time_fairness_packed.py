@@ -21,18 +21,20 @@ import numpy as np
 import pyomo.environ as pyo
 import scipy.sparse as sparse
 
-from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, PolicyInput, ProblemClass, UnitKey
-from shock.core.solver import MatrixLP, SolverSpec, highs_lp, solve_pyomo
-from shock.plugins.policies.finish_time_fairness import FinishTimeFairness, FinishTimeProblem
+from shock.core.solver import MatrixLP, SolverSpec, highs_lp
+from shock.plugins.policies.finish_time_fairness import (
+    FinishTimeFairness,
+    FinishTimeProblem,
+    level_bisection,
+    warm_bisection,
+)
 from shock.plugins.policies.rate_lp import simplex_highs, subproblem
 from shock.plugins.policies.units import Units, clean_unit_fractions, job_units
 
 # Tighter than finish_time_fairness' 1e-6: every solver then lands within 1e-8 of the optimum.
 RELATIVE_GAP = 1e-8
-_LEVEL_TOLERANCE = 1e-9
-_MAX_STEPS = 200
 
 
 class FinishTimeFairnessPacked(FinishTimeFairness):
@@ -83,21 +85,18 @@ def _isolated_columns(units: Units, ftf: FinishTimeProblem) -> np.ndarray:
 
 
 def _bisect_highs(units: Units, ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
-    import highspy
-
     m = units.num_jobs
     # Demand rows scaled by the isolated rate, so both sides are about 1.
     scale_rows = (ftf.throughputs * ftf.isolated).sum(axis=1)
     progress = sparse.diags(1.0 / scale_rows) @ units.progress_matrix(np.ones(m))
     matrix = sparse.vstack([progress, units.time_matrix(), units.capacity_matrix()]).tocsc()
-    lower, upper = ftf.lower_bound, ftf.upper_bound
     best = _isolated_columns(units, ftf)
     lp = MatrixLP(
         cost=np.zeros(units.num_columns),
         col_lower=np.zeros(units.num_columns),
         col_upper=np.full(units.num_columns, np.inf),
         row_lower=np.concatenate(
-            [ftf.demand(upper) / scale_rows, np.full(m + units.num_types, -np.inf)]
+            [ftf.demand(ftf.upper_bound) / scale_rows, np.full(m + units.num_types, -np.inf)]
         ),
         row_upper=np.concatenate([np.full(m, np.inf), np.ones(m), units.capacity]),
         a_start=matrix.indptr.astype(np.int32),
@@ -106,29 +105,12 @@ def _bisect_highs(units: Units, ftf: FinishTimeProblem, spec: SolverSpec) -> np.
     )
     highs = simplex_highs(spec)
     highs.passModel(highs_lp(lp))
-    rows = np.arange(m, dtype=np.int32)
-    no_upper = np.full(m, np.inf)
-    infeasible = (
-        highspy.HighsModelStatus.kInfeasible,
-        highspy.HighsModelStatus.kUnboundedOrInfeasible,
-    )
-    for _ in range(_MAX_STEPS):
-        if upper - lower <= RELATIVE_GAP * upper:
-            break
-        rho = 0.5 * (lower + upper)
-        highs.changeRowsBounds(m, rows, ftf.demand(rho) / scale_rows, no_upper)
-        highs.run()
-        status = highs.getModelStatus()
-        if status == highspy.HighsModelStatus.kOptimal:
-            x = units.fractions(np.asarray(highs.getSolution().col_value))
-            upper = min(rho, float(ftf.ratios_at(units.job_rates(x)).max()))
-            best = x
-        elif status in infeasible:
-            lower = rho
-        else:
-            raise SolverError(
-                f"HiGHS ended with {highs.modelStatusToString(status)} (packed FTF step)"
-            )
+
+    def evaluate(columns: np.ndarray) -> tuple[np.ndarray, float]:
+        x = units.fractions(columns)
+        return x, float(ftf.ratios_at(units.job_rates(x)).max())
+
+    best, _ = warm_bisection(highs, ftf, scale_rows, evaluate, best, RELATIVE_GAP)
     return best
 
 
@@ -144,25 +126,14 @@ def _bisect_pyomo(units: Units, ftf: FinishTimeProblem, spec: SolverSpec) -> np.
             units.pyomo_progress(mo, j, 1.0 / float(scale_rows[j])) >= mo.demand[j] * mo.level
         ),
     )
-    lower, upper = ftf.lower_bound, ftf.upper_bound
-    best = _isolated_columns(units, ftf)
-    for _ in range(_MAX_STEPS):
-        if upper - lower <= RELATIVE_GAP * upper:
-            break
-        rho = 0.5 * (lower + upper)
-        for j, value in enumerate(ftf.demand(rho) / scale_rows):
-            model.demand[j] = float(value)
-        solve_pyomo(model, spec)
+
+    def evaluate() -> tuple[np.ndarray, float]:
         x = np.array([[model.x[u, w].value or 0.0 for w in model.W] for u in model.U])
         x = np.clip(x, 0.0, None)
-        reached = float(ftf.ratios_at(units.job_rates(x)).max())
-        if reached < upper:
-            upper, best = reached, x
-        if pyo.value(model.level) >= 1.0 - _LEVEL_TOLERANCE:
-            upper = min(upper, rho)
-        else:
-            lower = rho
-    return best
+        return x, float(ftf.ratios_at(units.job_rates(x)).max())
+
+    start = _isolated_columns(units, ftf)
+    return level_bisection(model, ftf, scale_rows, spec, evaluate, start, RELATIVE_GAP)
 
 
 @hookimpl
