@@ -15,8 +15,8 @@ returns the same levels. Jobs with no progress anywhere are frozen at 0 from the
 Step 2 differs by path. HiGHS (the fast path) reads the duals of the progress rows: a job
 whose row has a positive dual is tight in every optimal solution (complementary slackness),
 and the duals sum to 1, so each step freezes at least one job. The whole sequence is one LP
-in one dual-simplex instance; a step changes only a few row bounds and coefficients, so every
-solve starts from the previous basis. Other solvers run on one Pyomo model with mutable
+in one dual-simplex instance; a step changes only row bounds (a frozen job's level row is
+switched off, its floor row on), so every solve starts from the previous basis. Other solvers run on one Pyomo model with mutable
 parameters and ask the primal question instead: with t fixed at t*, maximise the summed
 headroom e_j (p_j(x) - t - e_j >= 0, 0 <= e_j <= t*) of candidate jobs; those with e_j > 0
 can rise and leave the candidates, until no candidate has headroom (any that could rise
@@ -25,7 +25,6 @@ would make the sum positive).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,13 +115,13 @@ class _Sequence:
 
 
 class _HighsSequence(_Sequence):
-    """Columns x then t; rows: progress (p_j(x) - t >= 0, or p_j(x) >= level_j once frozen),
-    time, capacity. Bottlenecks come from the duals: a job whose progress row has a positive
-    dual is tight in every optimal solution (complementary slackness holds between any
-    optimal primal and any optimal dual solution), so it cannot rise above t*. The duals of
-    those rows sum to 1 (t's cost), so every step freezes at least one job; a job that is
-    tight everywhere but has a zero dual in this basis is frozen at a later step, at the
-    same level."""
+    """Columns x then t; rows: level rows p_j(x) - t >= 0 (unfrozen jobs), floor rows
+    p_j(x) >= level_j (frozen jobs; free before), time, capacity. Bottlenecks come from the
+    duals: a job whose level row has a positive dual is tight in every optimal solution
+    (complementary slackness holds between any optimal primal and any optimal dual
+    solution), so it cannot rise above t*. Those duals sum to 1 (t's cost), so every step
+    freezes at least one job; a job that is tight everywhere but has a zero dual in this
+    basis is frozen at a later step, at the same level."""
 
     def __init__(
         self,
@@ -137,9 +136,10 @@ class _HighsSequence(_Sequence):
         self.progress_rows = progress
         level_col = sparse.csr_matrix(-in_objective.astype(float)[:, None])
         n = units.num_types
-        self.matrix = sparse.vstack(
+        matrix = sparse.vstack(
             [
                 sparse.hstack([progress, level_col]),
+                sparse.hstack([progress, sparse.csr_matrix((m, 1))]),
                 sparse.hstack([units.time_matrix(), sparse.csr_matrix((m, 1))]),
                 sparse.hstack([units.capacity_matrix(), sparse.csr_matrix((n, 1))]),
             ]
@@ -150,11 +150,11 @@ class _HighsSequence(_Sequence):
             cost=cost,
             col_lower=np.zeros(c + 1),
             col_upper=np.full(c + 1, np.inf),
-            row_lower=np.concatenate([np.zeros(m), np.full(m + n, -np.inf)]),
-            row_upper=np.concatenate([np.full(m, np.inf), np.ones(m), units.capacity]),
-            a_start=self.matrix.indptr.astype(np.int32),
-            a_index=self.matrix.indices.astype(np.int32),
-            a_value=self.matrix.data.astype(float),
+            row_lower=np.concatenate([np.zeros(m), np.full(2 * m + n, -np.inf)]),
+            row_upper=np.concatenate([np.full(2 * m, np.inf), np.ones(m), units.capacity]),
+            a_start=matrix.indptr.astype(np.int32),
+            a_index=matrix.indices.astype(np.int32),
+            a_value=matrix.data.astype(float),
         )
         self.warm_start = warm_start
         self.highs = simplex_highs(solver)
@@ -169,20 +169,13 @@ class _HighsSequence(_Sequence):
         highs = self.highs
         if not self.warm_start:
             # The same LP passed afresh (the benchmark's baseline): no basis to start from.
-            csc = self.matrix
-            lp = dataclasses.replace(
-                self.lp,
-                a_start=csc.indptr.astype(np.int32),
-                a_index=csc.indices.astype(np.int32),
-                a_value=csc.data.astype(float),
-            )
-            highs.passModel(highs_lp(lp))
+            highs.passModel(highs_lp(self.lp))
         highs.run()
         status = highs.getModelStatus()
         if status == highspy.HighsModelStatus.kInfeasible and self.frozen.any():
             # Frozen levels a hair above what the last vertex met within HiGHS' tolerances:
             # lower them by the feasibility tolerance and solve again.
-            rows = np.flatnonzero(self.frozen).astype(np.int32)
+            rows = (np.flatnonzero(self.frozen) + self.m).astype(np.int32)
             self.lp.row_lower[rows] -= _RETRY_RELAXATION
             highs.changeRowsBounds(
                 len(rows), rows, self.lp.row_lower[rows], self.lp.row_upper[rows]
@@ -204,13 +197,13 @@ class _HighsSequence(_Sequence):
         return unfrozen & tight & (self.duals > _DUAL_TOLERANCE)
 
     def freeze(self, jobs: np.ndarray, level: float) -> None:
+        # Only bounds change (the level row is switched off, the floor row on), so the
+        # basis stays valid for the next solve.
         self.frozen |= jobs
-        rows = np.flatnonzero(jobs).astype(np.int32)
-        self.lp.row_lower[rows] = level
-        for j in rows:
-            self.matrix[int(j), self.t] = 0.0  # the structure stays; the value is zero
-            if self.warm_start:
-                self.highs.changeCoeff(int(j), self.t, 0.0)
+        level_rows = np.flatnonzero(jobs).astype(np.int32)
+        rows = np.concatenate([level_rows, level_rows + self.m]).astype(np.int32)
+        self.lp.row_lower[level_rows] = -np.inf
+        self.lp.row_lower[level_rows + self.m] = level
         if self.warm_start:
             self.highs.changeRowsBounds(
                 len(rows), rows, self.lp.row_lower[rows], self.lp.row_upper[rows]
