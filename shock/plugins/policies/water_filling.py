@@ -17,10 +17,10 @@ whose row has a positive dual is tight in every optimal solution (complementary 
 and the duals sum to 1, so each step freezes at least one job. The whole sequence is one LP
 in one dual-simplex instance; a step changes only row bounds (a frozen job's level row is
 switched off, its floor row on), so every solve starts from the previous basis. Other
-solvers run on one Pyomo model with mutable parameters and ask the primal question instead: with t fixed at t*, maximise the summed
-headroom e_j (p_j(x) - t - e_j >= 0, 0 <= e_j <= t*) of candidate jobs; those with e_j > 0
-can rise and leave the candidates, until no candidate has headroom (any that could rise
-would make the sum positive).
+solvers run on one Pyomo model with mutable parameters and ask the primal question
+instead: with t fixed at t*, maximise the summed headroom e_j (p_j(x) - t - e_j >= 0,
+0 <= e_j <= t*) of candidate jobs; those with e_j > 0 can rise and leave the candidates,
+until no candidate has headroom (any that could rise would make the sum positive).
 """
 
 from __future__ import annotations
