@@ -8,7 +8,7 @@ from the previous basis); "cold" passes the whole LP again before every solve (H
 from scratch). Both must find the same levels. Each cell is the median of --repeats calls
 after a warm-up call, on whatever machine runs it (shared CPUs inflate the numbers).
 
-    python benchmarks/water_filling_timings.py [--sizes 128 512 2048] [--repeats 3]
+    python benchmarks/water_filling_timings.py [--sizes 128 512 1024] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def timed(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[128, 512, 2048])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[128, 512, 1024])
     parser.add_argument("--packed-sizes", type=int, nargs="+", default=[32, 64])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
@@ -73,6 +73,7 @@ def main() -> None:
         cold_s, cold = timed(problem, packed, False, args.repeats)
         same = np.allclose(warm.levels, cold.levels, rtol=1e-6, atol=1e-9)
         levels = len(np.unique(np.round(warm.levels / warm.levels.max(), 7)))
+        print(f"  {suffix} N = {n} done", flush=True)
         table.add_row(
             f"max_min_fairness_water_filling{suffix}",
             str(n),

@@ -72,7 +72,8 @@ class Units:
         )
 
     def pyomo_model(self) -> pyo.ConcreteModel:
-        """x[u, w] with the time and capacity rows; `model.rate_of[j]` lists (u, rates)."""
+        """x[u, w] with the time and capacity rows; `model.units_of_job[j]` lists job j's
+        (unit, steps/s per type)."""
         units_of_job: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(self.num_jobs)]
         for job, unit, rates in zip(self.entry_job, self.entry_unit, self.entry_rates, strict=True):
             units_of_job[int(job)].append((int(unit), rates))
