@@ -252,7 +252,7 @@ class _PyomoSequence(_Sequence):
             ),
         )
         model.max_level = pyo.Objective(expr=model.level, sense=pyo.maximize)
-        model.max_slack = pyo.Objective(
+        model.max_headroom = pyo.Objective(
             expr=sum(model.headroom_weight[j] * model.headroom[j] for j in model.J),
             sense=pyo.maximize,
         )
@@ -267,7 +267,7 @@ class _PyomoSequence(_Sequence):
         model.level.unfix()
         for j in model.J:
             model.headroom[j].fix(0.0)
-        model.max_slack.deactivate()
+        model.max_headroom.deactivate()
         model.max_level.activate()
         self._solve()
         return float(model.level.value or 0.0)
@@ -296,7 +296,7 @@ class _PyomoSequence(_Sequence):
                 model.headroom[j].fix(0.0)
             model.headroom_weight[j] = float(candidates[j])
         model.max_level.deactivate()
-        model.max_slack.activate()
+        model.max_headroom.activate()
         self._solve()
         return np.array([model.headroom[j].value or 0.0 for j in model.J])
 
