@@ -12,7 +12,6 @@ restricts the matrix to that solver and makes its absence a failure.
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 import shutil
 import sys
@@ -24,11 +23,12 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+from instances import generated_input
 
 import shock.core.solver as solver_module
 from shock.core.errors import SolverError
 from shock.core.plugins import default_registry
-from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, ProblemClass
+from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
 from shock.core.solver import (
     SOLVER_CLASSES,
     SolverSpec,
@@ -38,8 +38,6 @@ from shock.core.solver import (
     solver_options,
     unavailable_reason,
 )
-from shock.core.throughputs import default_throughputs
-from shock.traces.generator import WorkloadConfig, generate_jobs
 
 pytestmark = pytest.mark.solvers
 
@@ -81,9 +79,6 @@ def matrix_cases() -> Iterator[Any]:
 
 # --------------------------------------------------------------------------- instances
 
-WORKER_TYPES = ("k80", "p100", "v100")
-PRICES = np.array([0.9, 1.46, 2.48])  # $ per GPU-hour
-
 
 @dataclass(frozen=True)
 class Instance:
@@ -106,44 +101,7 @@ INSTANCES = (
 def policy_input(instance: Instance) -> PolicyInput:
     """Generated jobs (Gavel's workload model, the bundled throughputs) part-way through,
     with SLOs and prices, so policies that use any of them have something to work with."""
-    table = default_throughputs()
-    specs = generate_jobs(
-        WorkloadConfig(
-            num_jobs=instance.num_jobs,
-            jobs_per_hour=30.0,
-            seed=instance.seed,
-            multi_gpu=instance.multi_gpu,
-            multi_priority=True,
-        ),
-        table,
-    )
-    rng = np.random.default_rng(instance.seed)
-    now = max(s.arrival_time for s in specs) + 60.0
-    jobs = tuple(
-        PolicyJob(
-            job_id=s.job_id,
-            job_type=s.job_type,
-            scale_factor=s.scale_factor,
-            priority_weight=s.priority_weight,
-            arrival_time=s.arrival_time,
-            total_steps=s.total_steps,
-            steps_done=float(math.floor(rng.uniform(0.0, 0.8) * s.total_steps)),
-            slo=float(rng.uniform(1.2, 4.0)),
-        )
-        for s in specs
-    )
-    throughputs = np.array(
-        [[table.throughput(s.job_type, s.scale_factor, w) for w in WORKER_TYPES] for s in specs]
-    )
-    return PolicyInput(
-        now=now,
-        jobs=jobs,
-        worker_types=WORKER_TYPES,
-        capacity=np.array(instance.capacity, float),
-        throughputs=throughputs,
-        table=table,
-        prices=PRICES,
-    )
+    return generated_input(instance.num_jobs, instance.capacity, instance.seed, instance.multi_gpu)
 
 
 # --------------------------------------------------------------------------- recording

@@ -112,6 +112,17 @@ def run_command(
             "see docs/policies.md for each policy's options."
         ),
     ] = None,
+    entities: Annotated[
+        str | None,
+        typer.Option(
+            help="Entities (users) for hierarchical policies: names a,b,c or a count; jobs "
+            "are assigned round-robin in job-id order."
+        ),
+    ] = None,
+    entity_weights: Annotated[
+        str | None,
+        typer.Option(help="Entity weights a=1,b=2 (others weigh 1); alone, also the entities."),
+    ] = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the results document here.")
     ] = None,
@@ -164,6 +175,8 @@ def run_command(
         prices=prices,
         cluster_runtime=runtime,
         policy_options=tuple(policy_option or ()),
+        entities=entities,
+        entity_weights=entity_weights,
     )
     registry = default_registry()
     console = make_console()

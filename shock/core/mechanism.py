@@ -131,6 +131,7 @@ class Mechanism:
         table: ThroughputTable,
         config: MechanismConfig,
         prices: dict[str, float] | None = None,
+        entity_weights: dict[str, float] | None = None,
     ) -> None:
         self.cluster = cluster
         self.policy = policy
@@ -141,6 +142,7 @@ class Mechanism:
         self.worker_types = cluster.worker_types
         self.capacity = np.array([cluster.gpus_per_type[w] for w in self.worker_types], float)
         self.prices = None if prices is None else np.array([prices[w] for w in self.worker_types])
+        self.entity_weights = entity_weights
         self.servers_by_column: list[list[list[int]]] = [[] for _ in self.worker_types]
         self.server_of_gpu: dict[int, int] = {}
         next_gpu = 0
@@ -365,6 +367,7 @@ class Mechanism:
                     total_steps=j.spec.total_steps,
                     steps_done=j.steps_done,
                     slo=j.spec.slo,
+                    entity=j.spec.entity,
                 )
                 for j in jobs
             ),
@@ -374,6 +377,7 @@ class Mechanism:
             table=self.table,
             prices=self.prices,
             round_length_s=self.config.round_length_s,
+            entity_weights=self.entity_weights,
         )
 
     # One round.

@@ -39,6 +39,8 @@ class JobSpec:
     duration: float | None = None
     # Where the job came from, so later errors can name the trace line.
     source_line: int | None = None
+    # The user or group the job belongs to (hierarchical policies); None: the default entity.
+    entity: str | None = None
 
     @property
     def model_family(self) -> str:

@@ -40,6 +40,8 @@ class PolicyJob:
     steps_done: float
     # The trace's SLO column: the job should finish within slo x its isolated run time.
     slo: float | None = None
+    # The user or group the job belongs to (hierarchical policies); None: the default entity.
+    entity: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,9 @@ class PolicyInput:
     prices: np.ndarray | None = None
     # The mechanism's round length (policies that plan in rounds); None when not known.
     round_length_s: float | None = None
+    # Weight of each entity (user or group) for hierarchical policies; entities not named
+    # here weigh 1.
+    entity_weights: Mapping[str, float] | None = None
 
     @property
     def scale_factors(self) -> np.ndarray:

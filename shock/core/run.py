@@ -41,6 +41,8 @@ class RunConfig:
     cluster_runtime: ClusterRuntime = field(default_factory=ClusterRuntime)
     # N in rho's fair share: "time_averaged" (shock) or "trace" (jobs in the trace, Shockwave).
     rho_contention: str = "time_averaged"
+    # Weight per entity (user or group) for hierarchical policies (--entity-weights).
+    entity_weights: dict[str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
 from shock.core.cluster_spec import parse_cluster, parse_prices
+from shock.core.entities import parse_entities
 from shock.core.errors import InputError
 from shock.core.mechanism import MechanismConfig
 from shock.core.partition import PartitionedPolicy
@@ -50,6 +51,8 @@ class RunOptions:
     cluster_runtime: ClusterRuntime = field(default_factory=ClusterRuntime)
     # `key=value` options of the policy (`--policy-option`), converted by the policy.
     policy_options: tuple[str, ...] = ()
+    entities: str | None = None  # "a,b" or a count: jobs assigned round-robin (entities.py)
+    entity_weights: str | None = None  # "a=1,b=2"
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -92,6 +95,9 @@ def build_request(
     if trace is None:
         trace_path = options.trace or bundled_trace_path()
         trace = read_trace(trace_path, registry)
+    entities = parse_entities(options.entities, options.entity_weights)
+    if entities is not None:
+        trace = replace(trace, jobs=entities.assign(trace.jobs))
     table = load_throughputs(options.throughputs) if options.throughputs else default_throughputs()
     gpus_per_server = (
         preset.gpus_per_server if options.gpus_per_server is None else options.gpus_per_server
@@ -135,6 +141,7 @@ def build_request(
         prices=_prices_for(options.prices, cluster.worker_types),
         cluster_runtime=options.cluster_runtime,
         rho_contention=preset.rho_contention,
+        entity_weights=None if entities is None else entities.weights,
     )
     return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)
 

@@ -63,6 +63,7 @@ class Simulator:
             request.table,
             config.mechanism,
             prices=config.prices,
+            entity_weights=config.entity_weights,
         )
         jobs = sorted(request.trace.jobs, key=lambda j: (j.arrival_time, j.job_id))
         for job in jobs:

@@ -41,8 +41,10 @@ is left out of the max.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pyomo.environ as pyo
@@ -87,7 +89,10 @@ class FinishTimeProblem:
 
     def ratios(self, fractions: np.ndarray) -> np.ndarray:
         """w_j rho_j(x) per job (inf for a job x gives no throughput)."""
-        rates = (self.throughputs * fractions).sum(axis=1)
+        return self.ratios_at((self.throughputs * fractions).sum(axis=1))
+
+    def ratios_at(self, rates: np.ndarray) -> np.ndarray:
+        """w_j rho_j per job when job j makes rates[j] steps/s."""
         with np.errstate(divide="ignore"):
             time_left = np.where(rates > 0, self.remaining / rates, np.inf)
         return (self.elapsed + time_left) / self.horizon
@@ -161,6 +166,14 @@ class FinishTimeFairness(Policy):
             horizon=horizon[counted],
             isolated=x0[counted],
         )
+        return self.solve(problem, counted, ftf, solver)
+
+    def solve(
+        self, problem: PolicyInput, counted: np.ndarray, ftf: FinishTimeProblem, solver: SolverSpec
+    ) -> Allocation:
+        """The allocation minimising the largest ratio of the counted jobs (the rest get 0)."""
+        keys = tuple(job.job_id for job in problem.jobs)
+        fractions = np.zeros_like(problem.throughputs)
         if solver.uses_fast_path:
             x = bisect_matrix(ftf, solver)
         else:
@@ -226,16 +239,22 @@ def _feasibility_pattern(m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     return start, index
 
 
-def bisect_matrix(ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
-    """Bisection on rho with warm-started dual simplex, then one interior-point solve."""
+def warm_bisection(
+    highs: Any,
+    ftf: FinishTimeProblem,
+    scale_rows: np.ndarray,
+    evaluate: Callable[[np.ndarray], tuple[np.ndarray, float]],
+    best: np.ndarray,
+    gap: float,
+) -> tuple[np.ndarray, float]:
+    """Bisection on rho over the LP loaded in `highs`, whose first m rows are the demand rows
+    a_j(x) / scale_rows_j >= demand_j(rho) / scale_rows_j: only their bounds change, so each
+    step re-solves from the previous basis. `evaluate(columns)` gives a feasible step's
+    allocation and its own worst ratio, a tighter upper bound. Returns (best, upper)."""
     import highspy
 
-    m, n = ftf.throughputs.shape
+    m = len(scale_rows)
     lower, upper = ftf.lower_bound, ftf.upper_bound
-    best = ftf.isolated
-    lp, scale_rows = feasibility_lp(ftf, ftf.demand(upper))
-    highs = simplex_highs(spec)
-    highs.passModel(highs_lp(lp))
     rows = np.arange(m, dtype=np.int32)
     no_upper = np.full(m, np.inf)
     infeasible = (
@@ -243,22 +262,39 @@ def bisect_matrix(ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
         highspy.HighsModelStatus.kUnboundedOrInfeasible,
     )
     for _ in range(_MAX_STEPS):
-        if upper - lower <= RELATIVE_GAP * upper:
+        if upper - lower <= gap * upper:
             break
         rho = 0.5 * (lower + upper)
         highs.changeRowsBounds(m, rows, ftf.demand(rho) / scale_rows, no_upper)
         highs.run()
         status = highs.getModelStatus()
         if status == highspy.HighsModelStatus.kOptimal:
-            x = np.asarray(highs.getSolution().col_value).reshape(m, n)
+            x, reached = evaluate(np.asarray(highs.getSolution().col_value))
             # The vertex's own ratio is often below rho; within tolerances it may be a hair
             # above, so the bound moves at least to rho.
-            upper = min(rho, float(ftf.ratios(x).max()))
+            upper = min(rho, reached)
             best = x
         elif status in infeasible:
             lower = rho
         else:
             raise SolverError(f"HiGHS ended with {highs.modelStatusToString(status)} (FTF step)")
+    return best, upper
+
+
+def bisect_matrix(ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
+    """Bisection on rho with warm-started dual simplex, then one interior-point solve."""
+
+    m, n = ftf.throughputs.shape
+    best = ftf.isolated
+    lp, scale_rows = feasibility_lp(ftf, ftf.demand(ftf.upper_bound))
+    highs = simplex_highs(spec)
+    highs.passModel(highs_lp(lp))
+
+    def evaluate(columns: np.ndarray) -> tuple[np.ndarray, float]:
+        x = columns.reshape(m, n)
+        return x, float(ftf.ratios(x).max())
+
+    best, upper = warm_bisection(highs, ftf, scale_rows, evaluate, best, RELATIVE_GAP)
     best = clean_fractions(best)
     final_lp, _ = feasibility_lp(ftf, ftf.demand(upper))
     try:
@@ -290,24 +326,45 @@ def bisect_pyomo(ftf: FinishTimeProblem, sub: PolicyInput, spec: SolverSpec) -> 
             sum(float(coefficients[j, w]) * mo.x[j, w] for w in mo.W) >= mo.demand[j] * mo.level
         ),
     )
+
+    def evaluate() -> tuple[np.ndarray, float]:
+        x = model_fractions(model, m, n)
+        return x, float(ftf.ratios(x).max())
+
+    best = level_bisection(model, ftf, scale_rows, spec, evaluate, ftf.isolated, RELATIVE_GAP)
+    return clean_fractions(best)
+
+
+def level_bisection(
+    model: Any,
+    ftf: FinishTimeProblem,
+    scale_rows: np.ndarray,
+    spec: SolverSpec,
+    evaluate: Callable[[], tuple[np.ndarray, float]],
+    best: np.ndarray,
+    gap: float,
+) -> np.ndarray:
+    """Bisection on rho over a Pyomo model that maximises `model.level` subject to
+    progress_j / scale_rows_j >= model.demand[j] * level: rho is feasible iff the level
+    reaches 1. `evaluate()` gives the solved allocation and its own worst ratio, which
+    bounds the optimum from above; the best one is returned (`best`, the isolated
+    allocation, if none is better)."""
     lower, upper = ftf.lower_bound, ftf.upper_bound
-    best = ftf.isolated
     for _ in range(_MAX_STEPS):
-        if upper - lower <= RELATIVE_GAP * upper:
+        if upper - lower <= gap * upper:
             break
         rho = 0.5 * (lower + upper)
         for j, value in enumerate(ftf.demand(rho) / scale_rows):
             model.demand[j] = float(value)
         solve_pyomo(model, spec)
-        x = model_fractions(model, m, n)
-        reached = float(ftf.ratios(x).max())  # any allocation bounds the optimum from above
+        x, reached = evaluate()
         if reached < upper:
             upper, best = reached, x
         if pyo.value(model.level) >= 1.0 - _LEVEL_TOLERANCE:
             upper = min(upper, rho)
         else:
             lower = rho
-    return clean_fractions(best)
+    return best
 
 
 def solve_direct(ftf: FinishTimeProblem, sub: PolicyInput, spec: SolverSpec) -> np.ndarray:

@@ -130,23 +130,25 @@ def matrix_lp(
     )
 
 
-_SIMPLEX_INSTANCES: dict[float | None, Any] = {}
+_SIMPLEX_INSTANCES: dict[tuple[float | None, bool], Any] = {}
 
 
-def simplex_highs(spec: SolverSpec) -> Any:
+def simplex_highs(spec: SolverSpec, primal: bool = False) -> Any:
     """A reused HiGHS instance running dual simplex, for sequences of LPs that differ only in
     bounds: the basis of one solve warm-starts the next, and an infeasible LP is reported as
-    such (an interior-point method detects infeasibility slowly)."""
+    such (an interior-point method detects infeasibility slowly). `primal=True` runs primal
+    simplex instead, for sequences whose last solution stays feasible (water filling)."""
     import highspy
 
-    highs = _SIMPLEX_INSTANCES.get(spec.time_limit_s)
+    key = (spec.time_limit_s, primal)
+    highs = _SIMPLEX_INSTANCES.get(key)
     if highs is None:
         highs = highspy.Highs()
         highs.setOptionValue("output_flag", False)
         highs.setOptionValue("solver", "simplex")
-        highs.setOptionValue("simplex_strategy", 1)  # dual
+        highs.setOptionValue("simplex_strategy", 4 if primal else 1)
         highs.setOptionValue("presolve", "off")  # keeps the basis valid between solves
         if spec.time_limit_s is not None:
             highs.setOptionValue("time_limit", float(spec.time_limit_s))
-        _SIMPLEX_INSTANCES[spec.time_limit_s] = highs
+        _SIMPLEX_INSTANCES[key] = highs
     return highs

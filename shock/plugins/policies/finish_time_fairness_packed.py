@@ -1,0 +1,141 @@
+"""Finish-time fairness with space sharing (Gavel's `finish_time_fairness_packed`).
+
+As finish_time_fairness_perf (same ratios, priority weights and attained isolated time, the
+isolated allocation as reference), but a job's throughput a_j(x) sums its throughput alone
+and inside every pair it may share a gang with (units.py):
+
+    minimise_x  max_j  w_j rho_j(x),   rho_j = (t_j + R_j / a_j(x)) / (C_j + R_j / iso_j)
+    s.t. per job: time alone and in its pairs <= 1;  per type: sum_u gang_u x[u, w] <= N_w
+
+The same exact LP reformulation applies (w_j rho_j <= rho  <=>  a_j(x) >= R_j / (rho D_j -
+t_j)), so the policy bisects on rho over feasibility LPs. HiGHS re-solves one LP with a
+warm-started dual simplex, changing only the demand rows' bounds; every feasible vertex's own
+largest ratio tightens the upper bound, and that vertex is the allocation (a vertex uses few
+pairs). Other solvers maximise a level l with a_j(x) >= l demand_j on one Pyomo model with
+mutable demands (rho is feasible iff l >= 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pyo
+import scipy.sparse as sparse
+
+from shock.core.hookspecs import Register, hookimpl
+from shock.core.policy import Allocation, PolicyInput, ProblemClass, UnitKey
+from shock.core.solver import MatrixLP, SolverSpec, highs_lp
+from shock.plugins.policies.finish_time_fairness import (
+    FinishTimeFairness,
+    FinishTimeProblem,
+    level_bisection,
+    warm_bisection,
+)
+from shock.plugins.policies.rate_lp import simplex_highs, subproblem
+from shock.plugins.policies.units import Units, clean_unit_fractions, job_units
+
+# Tighter than finish_time_fairness' 1e-6: every solver then lands within 1e-8 of the optimum.
+RELATIVE_GAP = 1e-8
+
+
+class FinishTimeFairnessPacked(FinishTimeFairness):
+    problem_class = ProblemClass.LP
+    direct_problem_class = ProblemClass.LP  # no NLP model: every solver runs the bisection
+
+    def __init__(self) -> None:
+        super().__init__(heterogeneity_aware=True)
+        self.name = "finish_time_fairness_packed"
+        self.description = "Themis finish-time fairness with space sharing (pairs on one gang)"
+
+    def for_run(self, seed: int) -> FinishTimeFairnessPacked:
+        return FinishTimeFairnessPacked()
+
+    def solve(
+        self, problem: PolicyInput, counted: np.ndarray, ftf: FinishTimeProblem, solver: SolverSpec
+    ) -> Allocation:
+        units = job_units(subproblem(problem, counted, ftf.throughputs), packed=True)
+        if solver.uses_fast_path:
+            fractions = _bisect_highs(units, ftf, solver)
+        else:
+            fractions = _bisect_pyomo(units, ftf, solver)
+        fractions = clean_unit_fractions(fractions)
+        objective = float(ftf.ratios_at(units.job_rates(fractions)).max())
+        allocation = units.allocation(problem, fractions, objective)
+        # Jobs whose ratio no allocation changes are in no unit: give them empty rows.
+        rows: dict[UnitKey, np.ndarray] = dict(
+            zip(allocation.keys, allocation.fractions, strict=True)
+        )
+        empty = np.zeros(len(problem.worker_types))
+        keys: list[UnitKey] = [job.job_id for job in problem.jobs]
+        keys += [k for k in allocation.keys if isinstance(k, tuple)]
+        return Allocation(
+            tuple(keys),
+            problem.worker_types,
+            np.array([rows.get(k, empty) for k in keys]).reshape(
+                len(keys), len(problem.worker_types)
+            ),
+            objective,
+        )
+
+
+def _isolated_columns(units: Units, ftf: FinishTimeProblem) -> np.ndarray:
+    """The isolated allocation (a feasible start) as unit fractions."""
+    fractions = np.zeros((len(units.keys), units.num_types))
+    fractions[: units.num_jobs] = ftf.isolated
+    return fractions
+
+
+def _bisect_highs(units: Units, ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
+    m = units.num_jobs
+    # Demand rows scaled by the isolated rate, so both sides are about 1.
+    scale_rows = (ftf.throughputs * ftf.isolated).sum(axis=1)
+    progress = sparse.diags(1.0 / scale_rows) @ units.progress_matrix(np.ones(m))
+    matrix = sparse.vstack([progress, units.time_matrix(), units.capacity_matrix()]).tocsc()
+    best = _isolated_columns(units, ftf)
+    lp = MatrixLP(
+        cost=np.zeros(units.num_columns),
+        col_lower=np.zeros(units.num_columns),
+        col_upper=np.full(units.num_columns, np.inf),
+        row_lower=np.concatenate(
+            [ftf.demand(ftf.upper_bound) / scale_rows, np.full(m + units.num_types, -np.inf)]
+        ),
+        row_upper=np.concatenate([np.full(m, np.inf), np.ones(m), units.capacity]),
+        a_start=matrix.indptr.astype(np.int32),
+        a_index=matrix.indices.astype(np.int32),
+        a_value=matrix.data.astype(float),
+    )
+    highs = simplex_highs(spec)
+    highs.passModel(highs_lp(lp))
+
+    def evaluate(columns: np.ndarray) -> tuple[np.ndarray, float]:
+        x = units.fractions(columns)
+        return x, float(ftf.ratios_at(units.job_rates(x)).max())
+
+    best, _ = warm_bisection(highs, ftf, scale_rows, evaluate, best, RELATIVE_GAP)
+    return best
+
+
+def _bisect_pyomo(units: Units, ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
+    scale_rows = (ftf.throughputs * ftf.isolated).sum(axis=1)
+    model = units.pyomo_model()
+    model.level = pyo.Var()
+    model.demand = pyo.Param(model.J, mutable=True, initialize=1.0)
+    model.objective = pyo.Objective(expr=model.level, sense=pyo.maximize)
+    model.target = pyo.Constraint(
+        model.J,
+        rule=lambda mo, j: (
+            units.pyomo_progress(mo, j, 1.0 / float(scale_rows[j])) >= mo.demand[j] * mo.level
+        ),
+    )
+
+    def evaluate() -> tuple[np.ndarray, float]:
+        x = np.array([[model.x[u, w].value or 0.0 for w in model.W] for u in model.U])
+        x = np.clip(x, 0.0, None)
+        return x, float(ftf.ratios_at(units.job_rates(x)).max())
+
+    start = _isolated_columns(units, ftf)
+    return level_bisection(model, ftf, scale_rows, spec, evaluate, start, RELATIVE_GAP)
+
+
+@hookimpl
+def register_policies(register: Register) -> None:
+    register(FinishTimeFairnessPacked())
