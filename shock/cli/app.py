@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from shock import __version__
 from shock.cli.bench_commands import bench_app
+from shock.cli.cluster_commands import clusters_command
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.progress import ProgressObserver
 from shock.cli.trace_commands import trace_app
@@ -28,6 +29,7 @@ app = typer.Typer(
 )
 app.add_typer(trace_app, name="trace")
 app.add_typer(bench_app, name="bench")
+app.command("clusters")(clusters_command)
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -45,7 +47,11 @@ def run_command(
         Path | None, typer.Option(help="Trace file (Gavel or Shockwave format); default: bundled.")
     ] = None,
     cluster: Annotated[
-        str, typer.Option(help="GPUs as V100:P100:K80 (e.g. 32:0:0) or v100=32,p100=4.")
+        str,
+        typer.Option(
+            help="GPUs as V100:P100:K80 (e.g. 32:0:0) or v100=32,p100=4; or a cluster file "
+            "(.toml) or bundled cluster name (see `shock clusters`)."
+        ),
     ] = DEFAULT_CLUSTER,
     throughputs: Annotated[
         Path | None, typer.Option(help="Throughput table in Gavel's JSON format; default: bundled.")

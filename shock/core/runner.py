@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from shock.core.cluster_spec import parse_cluster, parse_prices
+from shock.core.cluster_file import cluster_from_option
+from shock.core.cluster_spec import parse_prices
 from shock.core.errors import InputError
 from shock.core.mechanism import MechanismConfig
 from shock.core.partition import PartitionedPolicy
@@ -83,7 +84,7 @@ def build_request(
     gpus_per_server = (
         preset.gpus_per_server if options.gpus_per_server is None else options.gpus_per_server
     )
-    cluster = parse_cluster(options.cluster, gpus_per_server)
+    cluster = cluster_from_option(options.cluster, gpus_per_server)
     unknown = [w for w in cluster.worker_types if w not in table.worker_types]
     if unknown:
         raise InputError(
