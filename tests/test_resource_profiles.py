@@ -61,7 +61,8 @@ def test_more_resources_never_slower(
 ) -> None:
     # Every measured matrix is monotone, so the interpolation must be too.
     profile = PROFILES[name]
-    assert profile.speed(cpus + more_cpus, memory + more_memory) >= profile.speed(cpus, memory) - 1e-12
+    more = profile.speed(cpus + more_cpus, memory + more_memory)
+    assert more >= profile.speed(cpus, memory) - 1e-12
 
 
 def test_best_demand_scales_with_gpus_and_snaps_language_memory() -> None:
