@@ -224,6 +224,7 @@ class Simulator:
             records=tuple(records),
             rhos=rhos,
             unfinished_jobs=len(jobs) - len(records),
+            placement=request.placement.name,
         )
 
 
