@@ -18,6 +18,7 @@ from shock.core.run import RunConfig, RunRequest
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import Trace, read_trace
+from shock.resources.throughputs import synergy_throughput_table
 
 DEFAULT_TRACE = "max_min_fairness.trace"
 # Gavel's physical cluster: 8 V100, 16 P100 and 24 K80 GPUs.
@@ -80,11 +81,16 @@ def build_request(
     if trace is None:
         trace_path = options.trace or bundled_trace_path()
         trace = read_trace(trace_path, registry)
-    table = load_throughputs(options.throughputs) if options.throughputs else default_throughputs()
     gpus_per_server = (
         preset.gpus_per_server if options.gpus_per_server is None else options.gpus_per_server
     )
     cluster = cluster_from_option(options.cluster, gpus_per_server)
+    if options.throughputs:
+        table = load_throughputs(options.throughputs)
+    elif trace.format == "synergy":
+        table = synergy_throughput_table(trace.jobs, cluster.worker_types)
+    else:
+        table = default_throughputs()
     unknown = [w for w in cluster.worker_types if w not in table.worker_types]
     if unknown:
         raise InputError(
