@@ -50,7 +50,8 @@ def generate_synergy_jobs(workload: SynergyWorkload) -> list[JobSpec]:
     zoo = zoo_by_class()
     profiles = synergy_profiles()
     mean_gap = 3600.0 / workload.jobs_per_hour if workload.jobs_per_hour else 0.0
-    demands, weights = zip(*GPU_DEMANDS, strict=True)
+    demands = [demand for demand, _ in GPU_DEMANDS]
+    weights = [weight for _, weight in GPU_DEMANDS]
     jobs = []
     arrival = 0.0
     for job_id in range(workload.num_jobs):
