@@ -367,6 +367,8 @@ class Mechanism:
     # One round.
 
     def plan_round(self, now: float) -> list[Assignment]:
+        if self.policy.reallocate_every_round:
+            self.need_allocation = True
         self.maybe_reallocate(now)
         order = list(self._type_order)
         if not self.policy.heterogeneity_aware:

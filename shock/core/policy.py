@@ -102,6 +102,9 @@ class Policy(ABC):
     # Whether the mechanism may fill idle GPUs with jobs the allocation gives no time there
     # (FIFO runs only what it allocated).
     backfill: bool = True
+    # Recompute the allocation every round, not only when jobs arrive or leave (orderings
+    # such as least attained service move as jobs progress).
+    reallocate_every_round: bool = False
 
     @abstractmethod
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
