@@ -15,6 +15,7 @@ from shock.cli.bench_commands import bench_app
 from shock.cli.cluster_commands import clusters_command
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.progress import ProgressObserver
+from shock.cli.synergy_commands import synergy_trace_command
 from shock.cli.trace_commands import trace_app
 from shock.core.errors import ShockError
 from shock.core.plugins import default_registry
@@ -30,6 +31,7 @@ app = typer.Typer(
 app.add_typer(trace_app, name="trace")
 app.add_typer(bench_app, name="bench")
 app.command("clusters")(clusters_command)
+trace_app.command("synergy")(synergy_trace_command)
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -82,7 +84,9 @@ def run_command(
         str | None,
         typer.Option(help="Measure jobs with ids START:END (and stop once they finish)."),
     ] = None,
-    preset: Annotated[str, typer.Option(help="Semantics preset: default or gavel.")] = "default",
+    preset: Annotated[
+        str, typer.Option(help="Semantics preset: default, gavel or synergy.")
+    ] = "default",
     time_limit: Annotated[
         float | None, typer.Option(help="Solver time limit per allocation (s).")
     ] = None,

@@ -50,6 +50,8 @@ class MechanismConfig:
     # which realises allocations closely; "gavel": Gavel's per-type walk by priority.
     selection: str = "deficit"
     seed: int = 0
+    # Re-run the policy every round whatever the policy asks (Synergy's simulator does).
+    reallocate_every_round: bool = False
 
     def __post_init__(self) -> None:
         if self.selection not in SELECTION_RULES:
@@ -367,7 +369,7 @@ class Mechanism:
     # One round.
 
     def plan_round(self, now: float) -> list[Assignment]:
-        if self.policy.reallocate_every_round:
+        if self.policy.reallocate_every_round or self.config.reallocate_every_round:
             self.need_allocation = True
         self.maybe_reallocate(now)
         order = list(self._type_order)

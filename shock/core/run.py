@@ -26,6 +26,9 @@ class RunConfig:
     seed: int = 0
     # Price of one GPU-hour per worker type, for cost-aware policies.
     prices: dict[str, float] | None = None
+    # Jobs finish at the end of the round they complete in and rounds last their full length
+    # (Synergy's simulator counts progress in whole rounds).
+    quantised_rounds: bool = False
 
 
 @dataclass(frozen=True, slots=True)

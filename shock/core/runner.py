@@ -111,6 +111,7 @@ def build_request(
         placement_sensitive=preset.placement_sensitive,
         selection=preset.selection,
         seed=options.seed,
+        reallocate_every_round=preset.reallocate_every_round,
     )
     if mechanism.round_length_s <= 0:
         raise InputError("round length must be > 0", field="--round-length")
@@ -126,6 +127,7 @@ def build_request(
         preemption_overhead_s=overhead,
         seed=options.seed,
         prices=_prices_for(options.prices, cluster.worker_types),
+        quantised_rounds=preset.quantised_rounds,
     )
     return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)
 

@@ -91,6 +91,7 @@ class Simulator:
         idle_rounds = 0
         allocations_seen = 0
         overhead = config.preemption_overhead_s
+        quantised = config.quantised_rounds
 
         while waiting_for:
             if running:
@@ -172,7 +173,7 @@ class Simulator:
                     state, rate = members[0], assignment.rates[0]
                     left = state.total_steps - state.steps_done
                     count = min(max(int(rate * (round_length - lost)), 1), left)
-                    finish = now + lost + count / rate
+                    finish = now + round_length if quantised else now + lost + count / rate
                     running.append((assignment, (count,), (finish,), finish))
                     continue
                 counts: list[float] = []
@@ -181,7 +182,9 @@ class Simulator:
                     left = state.total_steps - state.steps_done
                     count = min(max(int(member_rate * (round_length - lost)), 1), left)
                     counts.append(count)
-                    finishes_of.append(now + lost + count / member_rate)
+                    finishes_of.append(
+                        now + round_length if quantised else now + lost + count / member_rate
+                    )
                 running.append((assignment, tuple(counts), tuple(finishes_of), max(finishes_of)))
             rounds += 1
             if hooks.round_started:
