@@ -27,7 +27,7 @@ from shock.resources.cells import Cell, candidate_cells
 
 # Placing one more unit is worth more than any speed gain (speeds are at most ~3).
 PLACEMENT_REWARD = 100.0
-DEFAULT_TIME_LIMIT_S = 1.0
+DEFAULT_TIME_LIMIT_S = 0.5
 # Within 0.1% of the best summed speed: proving the last 0.1% costs seconds per round.
 DEFAULT_GAP = 1e-3
 _CACHE_SIZE = 64
