@@ -12,10 +12,12 @@ Units arrive in the mechanism's priority order; each is placed in turn.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import UnitKey
 from shock.core.resource_placement import ResourceGrant, ResourceRequest, ServerResources
-from shock.resources.books import EPSILON, Books, ServerBook, best_case, fair_share
+from shock.resources.books import EPSILON, Books, PerGpu, ServerBook, best_case, fair_share
 from shock.resources.catalog import profile_for
 from shock.resources.cells import Cell, candidate_cells
 from shock.resources.profiles import ResourceProfile
@@ -38,12 +40,7 @@ class ProportionalPlacement(_ResourcePlacement):
     def place_with_resources(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
-        books = Books(servers)
-        for request in requests:
-            choice = books.choose_gpus(request, fair_share)
-            if choice is not None:
-                books.take(request, choice, fair_share)
-        return books.grants()
+        return _each_with(servers, requests, lambda profile: fair_share)
 
 
 class GreedyPlacement(_ResourcePlacement):
@@ -53,13 +50,23 @@ class GreedyPlacement(_ResourcePlacement):
     def place_with_resources(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
-        books = Books(servers)
-        for request in requests:
-            profile = profile_for(request.job_type)
-            choice = books.choose_gpus(request, best_case(profile))
-            if choice is not None:
-                books.take(request, choice, best_case(profile), profile)
-        return books.grants()
+        return _each_with(servers, requests, best_case)
+
+
+def _each_with(
+    servers: list[ServerResources],
+    requests: list[ResourceRequest],
+    demand: Callable[[ResourceProfile], Callable[[ServerBook], PerGpu]],
+) -> dict[UnitKey, ResourceGrant]:
+    """Place units in order, each with `demand(its profile)` per GPU, or not at all."""
+    books = Books(servers)
+    for request in requests:
+        profile = profile_for(request.job_type)
+        per_gpu = demand(profile)
+        choice = books.choose_gpus(request, per_gpu)
+        if choice is not None:
+            books.take(request, choice, per_gpu, profile)
+    return books.grants()
 
 
 class TunePlacement(_ResourcePlacement):
