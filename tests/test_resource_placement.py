@@ -141,7 +141,7 @@ def test_greedy_gives_best_case_or_nothing(instance: Instance) -> None:
 def test_opt_milp_at_least_tune(instance: Instance) -> None:
     servers, requests = instance
     tune = TunePlacement().place_with_resources(servers, requests)
-    opt = OptPlacement()
+    opt = OptPlacement(time_limit_s=10.0, relative_gap=0.0)
     grants = opt.place_with_resources(servers, requests)
     assert len(grants) >= len(tune)
     assert total_speed(grants) >= total_speed(tune) - 1e-6
