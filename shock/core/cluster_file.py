@@ -67,6 +67,12 @@ def cluster_from_option(text: str, gpus_per_server: int | dict[str, int] = 1) ->
         return load_cluster_file(bundled[stripped])
     if stripped.endswith(".toml") or Path(stripped).is_file():
         return load_cluster_file(stripped)
+    if stripped and "=" not in stripped and ":" not in stripped:
+        raise InputError(
+            f"'{stripped}' is no bundled cluster ({', '.join(sorted(bundled))}), cluster file "
+            "(.toml) nor GPU counts (V100:P100:K80 or v100=32,p100=4)",
+            field="--cluster",
+        )
     return parse_cluster(text, gpus_per_server)
 
 
