@@ -7,8 +7,9 @@ than any server are placed first by `tune`'s rule. A unit the MILP cannot place 
 rule on what is left (or waits).
 
 The MILP of a round depends only on the units and the servers, so it is solved once per set of
-units and reused while that set runs (with FIFO-like policies, most rounds). If the MILP's
-solution is worse than `tune`'s (it stopped at its time limit), `tune`'s is used.
+units and reused while that set runs (with FIFO-like policies, most rounds). It starts from
+`tune`'s placement and stops at 0.5 s or a 0.1% gap; if its solution is still worse than
+`tune`'s, `tune`'s is used.
 """
 
 from __future__ import annotations
