@@ -92,3 +92,10 @@ def test_unknown_model_is_reported_with_its_line(tmp_path: Path) -> None:
         run(RunOptions(policy="fifo", trace=str(path), cluster="synergy-128"))
     assert caught.value.line == 3
     assert caught.value.field == "job_type"
+
+
+def test_gavel_job_types_in_a_synergy_csv_use_gavels_throughputs(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(HEADER + "0,ResNet-18 (batch size 32),0,1000,1\n1,res18,0,100,1\n")
+    result = run(RunOptions(policy="fifo", trace=str(path), cluster="synergy-128"))
+    assert result.unfinished_jobs == 0

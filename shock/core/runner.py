@@ -88,7 +88,7 @@ def build_request(
     if options.throughputs:
         table = load_throughputs(options.throughputs)
     elif trace.format == "synergy":
-        table = synergy_throughput_table(trace.jobs, cluster.worker_types)
+        table = synergy_throughput_table(trace.jobs, cluster.worker_types, default_throughputs())
     else:
         table = default_throughputs()
     unknown = [w for w in cluster.worker_types if w not in table.worker_types]

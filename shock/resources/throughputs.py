@@ -19,17 +19,23 @@ from shock.resources.profiles import PROFILE_FILE, synergy_profiles
 
 
 def synergy_throughput_table(
-    jobs: Iterable[JobSpec], worker_types: Iterable[str]
+    jobs: Iterable[JobSpec], worker_types: Iterable[str], fallback: ThroughputTable | None = None
 ) -> ThroughputTable:
     """Steps/s at the fair share for every (model, GPU count) of `jobs` that has a profile;
-    the rest stay out, so the mechanism reports them naming their trace line."""
+    other job types (a Gavel job type written as a Synergy CSV) take `fallback`'s entries. The
+    rest stay out, so the mechanism reports them naming their trace line."""
     profiles = synergy_profiles()
     table = ThroughputTable(source=f"{PROFILE_FILE} iteration times (bundled)")
     types = tuple(worker_types)
     for job in jobs:
         profile = profiles.get(job.job_type)
-        if profile is None or profile.iter_time_s <= 0:
-            continue
         for worker_type in types:
-            table.set(job.job_type, job.scale_factor, worker_type, 1.0 / profile.iter_time_s)
+            if profile is not None and profile.iter_time_s > 0:
+                rate = 1.0 / profile.iter_time_s
+            elif fallback is not None:
+                rate = fallback.throughput(job.job_type, job.scale_factor, worker_type)
+            else:
+                continue
+            if rate > 0:
+                table.set(job.job_type, job.scale_factor, worker_type, rate)
     return table
