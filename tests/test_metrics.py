@@ -209,6 +209,7 @@ def test_document_keys() -> None:
         "trace",
         "cluster",
         "preset",
+        "placement",
         "metrics",
         "unfinished_jobs",
         "jobs",

@@ -18,9 +18,11 @@ from shock.cli.cluster_commands import (
     serve_command,
     worker_command,
 )
+from shock.cli.cluster_list_commands import clusters_command
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.profile_commands import profile_command
 from shock.cli.progress import ProgressObserver
+from shock.cli.synergy_commands import synergy_trace_command
 from shock.cli.trace_commands import trace_app
 from shock.core.errors import ShockError
 from shock.core.plugins import default_registry
@@ -38,6 +40,8 @@ app.add_typer(bench_app, name="bench")
 app.command("profile")(profile_command)
 app.command("serve")(serve_command)
 app.command("worker")(worker_command)
+app.command("clusters")(clusters_command)
+trace_app.command("synergy")(synergy_trace_command)
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -55,7 +59,11 @@ def run_command(
         Path | None, typer.Option(help="Trace file (Gavel or Shockwave format); default: bundled.")
     ] = None,
     cluster: Annotated[
-        str, typer.Option(help="GPUs as V100:P100:K80 (e.g. 32:0:0) or v100=32,p100=4.")
+        str,
+        typer.Option(
+            help="GPUs as V100:P100:K80 (e.g. 32:0:0) or v100=32,p100=4; or a cluster file "
+            "(.toml) or bundled cluster name (see `shock clusters`)."
+        ),
     ] = DEFAULT_CLUSTER,
     throughputs: Annotated[
         Path | None, typer.Option(help="Throughput table in Gavel's JSON format; default: bundled.")
@@ -87,7 +95,7 @@ def run_command(
         typer.Option(help="Measure jobs with ids START:END (and stop once they finish)."),
     ] = None,
     preset: Annotated[
-        str, typer.Option(help="Semantics preset: default, gavel or shockwave.")
+        str, typer.Option(help="Semantics preset: default, gavel, shockwave or synergy.")
     ] = "default",
     time_limit: Annotated[
         float | None, typer.Option(help="Solver time limit per allocation (s).")

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -22,6 +22,12 @@ from shock.core.errors import InputError
 from shock.core.model import Cluster, JobSpec
 from shock.core.placement import Placement, PlacementRequest
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, UnitKey
+from shock.core.resource_placement import (
+    ResourceGrant,
+    ResourcePlacement,
+    ResourceRequest,
+    ServerResources,
+)
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
 
@@ -44,6 +50,8 @@ class MechanismConfig:
     # which realises allocations closely; "gavel": Gavel's per-type walk by priority.
     selection: str = "deficit"
     seed: int = 0
+    # Re-run the policy every round whatever the policy asks (Synergy's simulator does).
+    reallocate_every_round: bool = False
 
     def __post_init__(self) -> None:
         if self.selection not in SELECTION_RULES:
@@ -101,6 +109,7 @@ class Assignment(NamedTuple):
     gpus: tuple[int, ...]
     rates: tuple[float, ...]  # steps/s of each member here
     kept_gpus: bool  # ran on exactly these GPUs last round (no checkpoint-restore needed)
+    grant: ResourceGrant | None = None  # CPUs and memory, from a resource-aware placement
 
     @property
     def job(self) -> JobState:
@@ -145,11 +154,17 @@ class Mechanism:
         self.entity_weights = entity_weights
         self.servers_by_column: list[list[list[int]]] = [[] for _ in self.worker_types]
         self.server_of_gpu: dict[int, int] = {}
+        self.resource_aware = getattr(placement, "resource_aware", False)
+        self.resource_servers: list[list[ServerResources]] = [[] for _ in self.worker_types]
         next_gpu = 0
         for server in cluster.servers():
             gpus = list(range(next_gpu, next_gpu + server.num_gpus))
             next_gpu += server.num_gpus
             self.servers_by_column[self.worker_types.index(server.worker_type)].append(gpus)
+            if self.resource_aware:
+                self.resource_servers[self.worker_types.index(server.worker_type)].append(
+                    ServerResources.of(server, tuple(gpus))
+                )
             for gpu in gpus:
                 self.server_of_gpu[gpu] = server.server_id
         order = [w for w in _GAVEL_TYPE_ORDER if w in self.worker_types]
@@ -383,7 +398,7 @@ class Mechanism:
     # One round.
 
     def plan_round(self, now: float) -> list[Assignment]:
-        if self.policy.replans_every_round:
+        if self.policy.reallocate_every_round or self.config.reallocate_every_round:
             self.need_allocation = True
         self.maybe_reallocate(now)
         order = list(self._type_order)
@@ -511,6 +526,9 @@ class Mechanism:
                 runnable = [unit for unit in runnable if unit.allocation is not None]
             if not runnable:
                 continue
+            if self.resource_aware:
+                assignments.extend(self._place_with_resources(column, runnable))
+                continue
             stayed: dict[UnitKey, Assignment] = {}
             for unit in runnable:
                 last = previous.get(unit.key)
@@ -535,6 +553,34 @@ class Mechanism:
                 kept = last is not None and last.gpus == gpus
                 assignments.append(self._assignment(unit, column, gpus, kept))
         return assignments
+
+    def _place_with_resources(self, column: int, runnable: list[Unit]) -> list[Assignment]:
+        """Every unit re-placed with CPUs and memory; its rates scaled by the grant's speed.
+        Units the placement leaves out do not run this round."""
+        previous = self.previous_round
+        last_gpus: dict[UnitKey, tuple[int, ...]] = {}
+        for unit in runnable:
+            last = previous.get(unit.key)
+            if last is not None and last.column == column:
+                last_gpus[unit.key] = last.gpus
+        requests = [
+            ResourceRequest(
+                unit.key, unit.scale_factor, unit.members[0].spec.job_type, last_gpus.get(unit.key)
+            )
+            for unit in runnable
+        ]
+        placement = cast(ResourcePlacement, self.placement)
+        grants = placement.place_with_resources(self.resource_servers[column], requests)
+        placed = []
+        for unit in runnable:
+            grant = grants.get(unit.key)
+            if grant is None:
+                continue
+            gpus = grant.gpus
+            assignment = self._assignment(unit, column, gpus, last_gpus.get(unit.key) == gpus)
+            rates = tuple(rate * grant.speed for rate in assignment.rates)
+            placed.append(assignment._replace(rates=rates, grant=grant))
+        return placed
 
     def _assignment(self, unit: Unit, column: int, gpus: tuple[int, ...], kept: bool) -> Assignment:
         if isinstance(unit, JobState):

@@ -53,11 +53,15 @@ class JobSpec:
 
 @dataclass(frozen=True, slots=True)
 class Server:
-    """A machine with GPUs of one type."""
+    """A machine with GPUs of one type and, where a cluster file gives them, its CPU cores,
+    DRAM and storage bandwidth (0: not modelled)."""
 
     server_id: int
     worker_type: str
     num_gpus: int
+    cpus: float = 0.0
+    memory_gb: float = 0.0
+    storage_mbps: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,9 @@ class Cluster:
 
     gpus_per_type: dict[str, int]
     gpus_per_server: dict[str, int] = field(default_factory=dict)
+    # Servers given one by one (a cluster file); when set they replace the uniform split.
+    explicit_servers: tuple[Server, ...] = ()
+    name: str = ""
 
     def __post_init__(self) -> None:
         for worker_type, count in self.gpus_per_type.items():
@@ -89,7 +96,16 @@ class Cluster:
     def total_gpus(self) -> int:
         return sum(self.gpus_per_type.values())
 
+    @property
+    def has_server_resources(self) -> bool:
+        """Whether servers carry CPU and memory capacities (a cluster file)."""
+        return any(s.cpus > 0 and s.memory_gb > 0 for s in self.explicit_servers)
+
     def servers(self) -> list[Server]:
+        if self.explicit_servers:
+            # Grouped by worker type like the uniform split, so GPU ids stay contiguous.
+            ordered = sorted(self.explicit_servers, key=lambda s: (s.worker_type, s.server_id))
+            return [s for s in ordered if s.worker_type in self.worker_types]
         servers: list[Server] = []
         for worker_type in self.worker_types:
             count = self.gpus_per_type[worker_type]
@@ -101,4 +117,5 @@ class Cluster:
         return servers
 
     def describe(self) -> str:
-        return ",".join(f"{w}={self.gpus_per_type[w]}" for w in self.worker_types)
+        counts = ",".join(f"{w}={self.gpus_per_type[w]}" for w in self.worker_types)
+        return f"{self.name} ({counts})" if self.name else counts

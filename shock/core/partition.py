@@ -87,6 +87,7 @@ class PartitionedPolicy(Policy):
         self.problem_class = inner.problem_class
         self.heterogeneity_aware = inner.heterogeneity_aware
         self.backfill = inner.backfill
+        self.reallocate_every_round = inner.reallocate_every_round
         self._combine = combine_objective or objective_combiner(inner.name)
         self._instances: list[Policy] = (
             [inner] if partitions == 1 else [inner.for_run(seed + k) for k in range(partitions)]

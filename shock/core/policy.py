@@ -115,8 +115,11 @@ class Policy(ABC):
     # Whether the mechanism may fill idle GPUs with jobs the allocation gives no time there
     # (FIFO runs only what it allocated).
     backfill: bool = True
-    # Whether the mechanism asks the policy again at every round (a policy that plans rounds).
-    replans_every_round: bool = False
+    # Recompute the allocation every round, not only when jobs arrive or leave (orderings
+    # such as least attained service move as jobs progress).
+    reallocate_every_round: bool = False
+    # False for a policy that plans the whole cluster's rounds itself (`--partitions` refused).
+    partitionable: bool = True
 
     @abstractmethod
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:

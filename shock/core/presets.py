@@ -21,6 +21,9 @@ class Preset:
     preemption_overhead_s: float = 0.0
     # N in rho's fair share: "time_averaged" (shock) or "trace" (jobs in the trace, Shockwave).
     rho_contention: str = "time_averaged"
+    # Synergy: the policy and placement run every round; jobs finish at round ends.
+    reallocate_every_round: bool = False
+    quantised_rounds: bool = False
 
 
 PRESETS = {
@@ -69,6 +72,24 @@ PRESETS = {
         gpus_per_server=1,
         selection="gavel",
         rho_contention="trace",
+    ),
+    "synergy": Preset(
+        name="synergy",
+        description=(
+            "Synergy's simulator: 300 s rounds, the policy re-run and every job re-placed each "
+            "round, a job's progress counted in whole rounds (it finishes at the end of the "
+            "round it completes in), GPU-proportional CPUs and memory unless --placement says "
+            "otherwise, no penalty for gangs across servers"
+        ),
+        round_length_s=300.0,
+        min_allocation_interval_s=0.0,
+        hold_unallocated_jobs=False,
+        placement="proportional",
+        placement_sensitive=False,
+        gpus_per_server=8,
+        selection="deficit",
+        reallocate_every_round=True,
+        quantised_rounds=True,
     ),
 }
 

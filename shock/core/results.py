@@ -26,6 +26,7 @@ class RunResult:
     records: tuple[JobRecord, ...]
     rhos: np.ndarray
     unfinished_jobs: int = 0
+    placement: str = ""
 
     def to_document(self) -> dict[str, object]:
         return {
@@ -36,6 +37,7 @@ class RunResult:
             "trace": self.trace,
             "cluster": self.cluster,
             "preset": self.preset,
+            "placement": self.placement,
             "metrics": {k: _finite_or_none(v) for k, v in asdict(self.metrics).items()},
             "unfinished_jobs": self.unfinished_jobs,
             "jobs": [

@@ -43,6 +43,9 @@ class RunConfig:
     rho_contention: str = "time_averaged"
     # Weight per entity (user or group) for hierarchical policies (--entity-weights).
     entity_weights: dict[str, float] | None = None
+    # Jobs finish at the end of the round they complete in and rounds last their full length
+    # (Synergy's simulator counts progress in whole rounds).
+    quantised_rounds: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
-from shock.core.cluster_spec import parse_cluster, parse_prices
+from shock.core.cluster_file import cluster_from_option
+from shock.core.cluster_spec import parse_prices
 from shock.core.entities import parse_entities
 from shock.core.errors import InputError
 from shock.core.mechanism import MechanismConfig
@@ -19,6 +20,7 @@ from shock.core.run import ClusterRuntime, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import Trace, read_trace
+from shock.resources.throughputs import synergy_throughput_table
 
 DEFAULT_TRACE = "max_min_fairness.trace"
 # Gavel's physical cluster: 8 V100, 16 P100 and 24 K80 GPUs.
@@ -82,7 +84,7 @@ def build_request(
         policy = policy.with_options(parse_policy_options(options.policy_options))
     if options.partitions < 1:
         raise InputError(f"must be >= 1, got {options.partitions}", field="--partitions")
-    if options.partitions > 1 and policy.replans_every_round:
+    if options.partitions > 1 and not policy.partitionable:
         raise InputError(
             f"policy '{policy.name}' plans whole rounds itself; it cannot be partitioned",
             field="--partitions",
@@ -98,11 +100,16 @@ def build_request(
     entities = parse_entities(options.entities, options.entity_weights)
     if entities is not None:
         trace = replace(trace, jobs=entities.assign(trace.jobs))
-    table = load_throughputs(options.throughputs) if options.throughputs else default_throughputs()
     gpus_per_server = (
         preset.gpus_per_server if options.gpus_per_server is None else options.gpus_per_server
     )
-    cluster = parse_cluster(options.cluster, gpus_per_server)
+    cluster = cluster_from_option(options.cluster, gpus_per_server)
+    if options.throughputs:
+        table = load_throughputs(options.throughputs)
+    elif trace.format == "synergy":
+        table = synergy_throughput_table(trace.jobs, cluster.worker_types, default_throughputs())
+    else:
+        table = default_throughputs()
     unknown = [w for w in cluster.worker_types if w not in table.worker_types]
     if unknown:
         raise InputError(
@@ -123,6 +130,7 @@ def build_request(
         placement_sensitive=preset.placement_sensitive,
         selection=preset.selection,
         seed=options.seed,
+        reallocate_every_round=preset.reallocate_every_round,
     )
     if mechanism.round_length_s <= 0:
         raise InputError("round length must be > 0", field="--round-length")
@@ -142,6 +150,7 @@ def build_request(
         cluster_runtime=options.cluster_runtime,
         rho_contention=preset.rho_contention,
         entity_weights=None if entities is None else entities.weights,
+        quantised_rounds=preset.quantised_rounds,
     )
     return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)
 

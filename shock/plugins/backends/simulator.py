@@ -97,6 +97,7 @@ class Simulator:
         idle_rounds = 0
         allocations_seen = 0
         overhead = config.preemption_overhead_s
+        quantised = config.quantised_rounds
 
         while waiting_for:
             if running:
@@ -191,7 +192,7 @@ class Simulator:
                     state, rate = members[0], assignment.rates[0]
                     left = state.total_steps - state.steps_done
                     count = min(max(int(rate * (round_length - lost)), 1), left)
-                    finish = now + lost + count / rate
+                    finish = now + round_length if quantised else now + lost + count / rate
                     running.append((assignment, (count,), (finish,), finish))
                     continue
                 counts: list[float] = []
@@ -200,7 +201,9 @@ class Simulator:
                     left = state.total_steps - state.steps_done
                     count = min(max(int(member_rate * (round_length - lost)), 1), left)
                     counts.append(count)
-                    finishes_of.append(now + lost + count / member_rate)
+                    finishes_of.append(
+                        now + round_length if quantised else now + lost + count / member_rate
+                    )
                 running.append((assignment, tuple(counts), tuple(finishes_of), max(finishes_of)))
             rounds += 1
             if hooks.round_started:
@@ -249,6 +252,7 @@ class Simulator:
             records=tuple(records),
             rhos=rhos,
             unfinished_jobs=len(jobs) - len(records),
+            placement=request.placement.name,
         )
 
 

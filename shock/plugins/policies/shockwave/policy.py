@@ -105,7 +105,8 @@ class Shockwave(Policy):
         "progress of dynamic jobs, minus k x the longest predicted remaining time"
     )
     problem_class = ProblemClass.MILP
-    replans_every_round = True
+    reallocate_every_round = True
+    partitionable = False
 
     def __init__(self, options: ShockwaveOptions | None = None) -> None:
         self.options = options or ShockwaveOptions()

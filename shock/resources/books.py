@@ -1,0 +1,184 @@
+"""Bookkeeping shared by the resource-aware placements: free GPUs, CPUs and memory per server,
+what each placed unit holds, and the choice of GPUs for a unit.
+
+A unit holds the same CPUs and memory per GPU on every server it spans unless a placement
+changes one part; its speed is that of its slowest part (a gang runs in lockstep).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from shock.core.policy import UnitKey
+from shock.core.resource_placement import GrantPart, ResourceGrant, ResourceRequest, ServerResources
+from shock.resources.catalog import profile_for
+from shock.resources.profiles import ResourceProfile
+
+# Rounding slack when comparing sums of CPU and memory amounts.
+EPSILON = 1e-9
+PerGpu = tuple[float, float]  # (CPUs, GB) per GPU
+
+
+@dataclass(slots=True)
+class ServerBook:
+    server: ServerResources
+    free_gpus: list[int]
+    free_cpus: float
+    free_mem: float
+    holdings: list[Holding] = field(default_factory=list)
+
+    def usable_gpus(self, per_gpu: PerGpu | None) -> int:
+        """How many more GPUs could be taken here, each with `per_gpu` resources."""
+        count = len(self.free_gpus)
+        if per_gpu is None:
+            return count
+        cpus, memory = per_gpu
+        if cpus > 0:
+            count = min(count, int((self.free_cpus + EPSILON) / cpus))
+        if memory > 0:
+            count = min(count, int((self.free_mem + EPSILON) / memory))
+        return count
+
+    @property
+    def fair_per_gpu(self) -> PerGpu:
+        return self.server.fair_cpus_per_gpu, self.server.fair_mem_gb_per_gpu
+
+
+@dataclass(slots=True)
+class Holding:
+    """What one unit holds on one server."""
+
+    book: ServerBook
+    placed: Placed
+    gpus: tuple[int, ...]
+    cpus: float
+    memory_gb: float
+
+    @property
+    def per_gpu(self) -> PerGpu:
+        return self.cpus / len(self.gpus), self.memory_gb / len(self.gpus)
+
+    def resize(self, cpus: float, memory_gb: float) -> None:
+        self.book.free_cpus += self.cpus - cpus
+        self.book.free_mem += self.memory_gb - memory_gb
+        self.cpus, self.memory_gb = cpus, memory_gb
+
+
+@dataclass(slots=True)
+class Placed:
+    request: ResourceRequest
+    profile: ResourceProfile
+    holdings: list[Holding] = field(default_factory=list)
+
+    def speed(self) -> float:
+        return min(self.profile.speed(*holding.per_gpu) for holding in self.holdings)
+
+    def grant(self) -> ResourceGrant:
+        parts = tuple(
+            GrantPart(h.book.server.server_id, h.gpus, h.cpus, h.memory_gb)
+            for h in self.holdings
+        )
+        return ResourceGrant(parts, self.speed())
+
+
+# A choice of GPUs: (server, which of its free GPUs).
+GpuChoice = list[tuple[ServerBook, tuple[int, ...]]]
+
+
+class Books:
+    """The servers of one worker type while a round's units are placed."""
+
+    def __init__(self, servers: list[ServerResources]) -> None:
+        self.books = [
+            ServerBook(server, list(server.gpus), server.cpus, server.memory_gb)
+            for server in servers
+        ]
+        self.book_of_gpu = {gpu: book for book in self.books for gpu in book.server.gpus}
+        self.placed: dict[UnitKey, Placed] = {}
+
+    def choose_gpus(
+        self,
+        request: ResourceRequest,
+        per_gpu: Callable[[ServerBook], PerGpu] | None,
+        allow_spread: bool = True,
+    ) -> GpuChoice | None:
+        """GPUs for a unit where each GPU also gets `per_gpu(server)` resources (None: GPUs
+        only): last round's GPUs if all free, else the server that fits it most tightly, else
+        the servers with most room first. None if it fits nowhere."""
+        need = request.scale_factor
+
+        def usable(book: ServerBook) -> int:
+            return book.usable_gpus(per_gpu(book) if per_gpu else None)
+
+        previous = self._previous_choice(request, usable)
+        if previous is not None:
+            return previous
+        fitting = [book for book in self.books if usable(book) >= need]
+        if fitting:
+            best = min(fitting, key=lambda b: (len(b.free_gpus), b.server.server_id))
+            return [(best, tuple(best.free_gpus[:need]))]
+        if not allow_spread:
+            return None
+        choice: GpuChoice = []
+        for book in sorted(self.books, key=lambda b: (-usable(b), b.server.server_id)):
+            take = min(usable(book), need)
+            if take > 0:
+                choice.append((book, tuple(book.free_gpus[:take])))
+                need -= take
+            if need == 0:
+                return choice
+        return None
+
+    def _previous_choice(
+        self, request: ResourceRequest, usable: Callable[[ServerBook], int]
+    ) -> GpuChoice | None:
+        previous = request.previous_gpus
+        if not previous or len(previous) != request.scale_factor:
+            return None
+        by_server: dict[int, list[int]] = {}
+        books: dict[int, ServerBook] = {}
+        for gpu in previous:
+            book = self.book_of_gpu.get(gpu)
+            if book is None or gpu not in book.free_gpus:
+                return None
+            by_server.setdefault(book.server.server_id, []).append(gpu)
+            books[book.server.server_id] = book
+        if any(usable(books[key]) < len(gpus) for key, gpus in by_server.items()):
+            return None
+        return [(books[key], tuple(gpus)) for key, gpus in by_server.items()]
+
+    def take(
+        self,
+        request: ResourceRequest,
+        choice: GpuChoice,
+        per_gpu: Callable[[ServerBook], PerGpu],
+        profile: ResourceProfile | None = None,
+    ) -> Placed:
+        placed = Placed(request, profile or profile_for(request.job_type))
+        for book, gpus in choice:
+            taken = set(gpus)
+            book.free_gpus = [gpu for gpu in book.free_gpus if gpu not in taken]
+            cpus, memory = per_gpu(book)
+            holding = Holding(book, placed, gpus, 0.0, 0.0)
+            holding.resize(cpus * len(gpus), memory * len(gpus))
+            book.holdings.append(holding)
+            placed.holdings.append(holding)
+        self.placed[request.key] = placed
+        return placed
+
+    def grants(self) -> dict[UnitKey, ResourceGrant]:
+        return {key: placed.grant() for key, placed in self.placed.items()}
+
+
+def fair_share(book: ServerBook) -> PerGpu:
+    return book.fair_per_gpu
+
+
+def constant(demand: PerGpu) -> Callable[[ServerBook], PerGpu]:
+    """The same CPUs and memory per GPU on any server."""
+    return lambda book: demand
+
+
+def best_case(profile: ResourceProfile) -> Callable[[ServerBook], PerGpu]:
+    return constant((profile.best_cpus_per_gpu, profile.best_mem_gb_per_gpu))
