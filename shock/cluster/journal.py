@@ -270,6 +270,13 @@ class Journal:
             (at, reason, run_id),
         )
 
+    def correct_run_completed(self, run_id: int, at: float, step: int) -> None:
+        """A run closed as lost that then reported its job's completion did complete."""
+        self._db.execute(
+            "UPDATE runs SET ended_at = ?, end_reason = 'done', last_step = ? WHERE run_id = ?",
+            (at, step, run_id),
+        )
+
     def runs(self, open_only: bool = False) -> list[RunRow]:
         query = (
             "SELECT run_id, job_id, worker_id, gpus, launched_at, lease_until, start_step, "

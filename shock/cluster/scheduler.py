@@ -166,9 +166,12 @@ class ClusterScheduler:
         now = time.time()
         for sequence, worker in enumerate(journal.workers()):
             if worker.dead_at is None:
-                # Known from before a restart: alive until it stays silent too long.
+                # Known from before a restart: alive until it stays silent too long, counted
+                # from one dead-after period ahead (the restart itself took time, and workers
+                # may be busy or backing off while they reconnect).
                 self.workers[worker.worker_id] = WorkerSlot(
-                    worker.worker_id, worker.gpu_type, worker.gpus, sequence, now,
+                    worker.worker_id, worker.gpu_type, worker.gpus, sequence,
+                    now + self.settings.dead_after_s,
                     acked_seq=worker.acked_seq,
                 )  # fmt: skip
         for run in journal.runs(open_only=True):
@@ -357,6 +360,9 @@ class ClusterScheduler:
             run_id = run.run_id if run is not None else 0
             if self.journal.record_completion(job.spec.job_id, now, run_id, job.step):
                 job.completed_at = now
+                if run is not None and run.ended_at is not None:
+                    # Closed as lost (its worker was silent), yet it finished: say so.
+                    self.journal.correct_run_completed(run.run_id, now, job.step)
                 hook = self.request.registry.hook
                 hook.job_finished(
                     event=JobFinished(now - self.t0, job.spec.job_id,
