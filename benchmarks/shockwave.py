@@ -80,8 +80,8 @@ def simulate(scenario: Scenario, policy: str) -> RunResult:
 
 
 def mean_jct_s(result: RunResult, multi_gpu: bool) -> float:
-    """Average JCT of the single-GPU (or the multi-GPU) jobs: Gavel's LAS shares GPU time
-    equally per GPU, so its average JCT leans on its single-GPU jobs."""
+    """Average JCT of the single-GPU (or the multi-GPU) jobs: Gavel's LAS gives a job a share
+    of rounds in inverse proportion to its GPUs, so its average JCT leans on 1-GPU jobs."""
     jcts = [r.jct_s for r in result.records if (r.scale_factor > 1) == multi_gpu]
     return sum(jcts) / len(jcts) if jcts else float("nan")
 
