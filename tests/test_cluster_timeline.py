@@ -103,3 +103,12 @@ def test_a_bad_launch_line_is_reported_as_a_job_error() -> None:
     )  # fmt: skip
     assert result.returncode == 1
     assert json.loads(result.stdout)["type"] == "error"
+
+
+def test_a_spare_that_dies_before_its_launch_turns_warming_off(tmp_path: Path) -> None:
+    pool = WarmPool(1, tmp_path / "warm.log", env={"OMP_NUM_THREADS": "1", "PATH": ""})
+    pool.fill()
+    pool._spares[0].kill()
+    pool._spares[0].wait(timeout=10)
+    pool.fill()
+    assert pool.size == 0 and pool.take() is None

@@ -30,8 +30,14 @@ class WarmPool:
         self._spares: list[subprocess.Popen[bytes]] = []
 
     def fill(self) -> None:
-        """Start spares until there are `size` live ones."""
-        self._spares = [p for p in self._spares if p.poll() is None]
+        """Start spares until there are `size` live ones. A spare that ended before its
+        launch (it could not import the harness) turns warming off: launches start cold,
+        where the error reaches the scheduler, instead of spares crashing in a loop."""
+        if any(p.poll() is not None for p in self._spares):
+            self.close()
+            self.size = 0
+        if len(self._spares) >= self.size:
+            return
         if len(self._spares) >= self.size:
             return
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
