@@ -37,7 +37,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from shock.cluster.timeline import RunTiming, lost_time_by_job_type, run_timings
+from shock.cluster.timeline import RunTiming, lost_time_by_job_type, round_lengths, run_timings
 from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime
 from shock.core.runner import RunOptions, run
@@ -158,6 +158,7 @@ def main() -> None:
         own_table = str(measured_dir / "measured_throughputs.json")
         timings = run_timings(measured_dir, family_rates(own_table))
         own_overheads = lost_time_by_job_type(timings)
+        lengths = round_lengths(measured_dir)
         simulate = replace(common, trace=trace, overhead_on_first_start=True)
         # As the issue asks: the simulator with the throughputs measured in that run, and
         # the per-family (re)launch overheads measured there too.
@@ -171,6 +172,11 @@ def main() -> None:
                                     overhead_by_job_type=overheads))  # fmt: skip
     report(console, jobs, cluster, simulated, own_overheads)
     report_causes(console, timings, calibration_timings)
+    if lengths:
+        console.print(
+            f"rounds: {len(lengths) + 1}, median length {statistics.median(lengths):.2f} s, "
+            f"mean {statistics.fmean(lengths):.2f} s (--round-length {args.round_length:g})"
+        )
     summary(console, "earlier model (measured rates, one overhead: mean launch->started "
             f"{old_overhead:.2f} s)", cluster, old_model)  # fmt: skip
     summary(console, "out of sample (rates and overheads from the calibration run: "

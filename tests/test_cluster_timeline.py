@@ -112,3 +112,10 @@ def test_a_spare_that_dies_before_its_launch_turns_warming_off(tmp_path: Path) -
     pool._spares[0].wait(timeout=10)
     pool.fill()
     assert pool.size == 0 and pool.take() is None
+
+
+def test_round_lengths_are_the_gaps_between_round_starts(tmp_path: Path) -> None:
+    from shock.cluster.timeline import round_lengths
+
+    _journal_with_two_runs(tmp_path)
+    assert round_lengths(tmp_path) == [15.0, 15.0, 15.0]

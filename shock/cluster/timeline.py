@@ -17,6 +17,7 @@ import statistics
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from shock.cluster.journal import Journal, RunRow
@@ -118,3 +119,13 @@ def lost_time_by_job_type(timings: list[RunTiming]) -> dict[str, float]:
         if timing.lost_s == timing.lost_s:  # not NaN
             by_type.setdefault(timing.job_type, []).append(max(timing.lost_s, 0.0))
     return {job_type: statistics.median(values) for job_type, values in by_type.items()}
+
+
+def round_lengths(state_dir: Path) -> list[float]:
+    """The seconds between consecutive round starts (the last round has no end here)."""
+    journal = Journal(state_dir)
+    try:
+        starts = [start for _, start, _ in journal.rounds()]
+    finally:
+        journal.close()
+    return [b - a for a, b in pairwise(starts)]
