@@ -2,14 +2,15 @@
 
 Three steps, all on this machine's local workers (2 workers x 2 simulated GPUs by default):
 1. calibrate: a short cluster run (two jobs per family, about one round each, so jobs are
-   preempted and relaunched as in the real run) measures each family's throughput and the
-   time a (re)launch loses; the trace's jobs are sized from these rates;
+   preempted and relaunched as in the real run) measures each family's rate; the trace's
+   jobs are sized from these rates;
 2. measure: the trace (8 jobs of 4 families, each `--job-seconds` long alone) on the
    cluster, starting from the calibrated throughputs;
-3. simulate the trace with the throughputs measured in that run and, per family, the time
-   its (re)launches lost there (`shock/cluster/timeline.py`: from the round's start until
-   the run stopped training, minus its steps' time at the measured rate), charged on every
-   start that does not keep its GPUs, first starts included, as real jobs pay them.
+3. simulate the trace with what that run measured, read from its journal
+   (`shock/cluster/timeline.py`): each family's average rate (steps over the seconds from
+   "started" until its runs stopped training) and its start overhead (median seconds from
+   a round's start until a (re)launched job said "started"), charged on every start that
+   does not keep its GPUs, first starts included, as real jobs pay them.
 
 Prints every job's JCT on both and the difference, the makespan difference, where the
 (re)launches lost their time, and for comparison the simulator with the earlier model (one
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import shlex
 import statistics
@@ -37,11 +39,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from shock.cluster.timeline import RunTiming, lost_time_by_job_type, round_lengths, run_timings
+from shock.cluster.timeline import (
+    RunTiming,
+    average_rates,
+    round_lengths,
+    run_timings,
+    start_overheads,
+)
 from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime
 from shock.core.runner import RunOptions, run
-from shock.core.throughputs import load_throughputs
+from shock.core.throughputs import ThroughputTable, throughputs_to_dict
 
 # Four of Gavel's families, two jobs each. Distinct weights give distinct shares: with equal
 # ones, which of several equally owed jobs runs first is decided by timing noise on a
@@ -141,10 +149,11 @@ def main() -> None:
         guess = first_guess_rates(job_command, gpus)
         calibration = sized_jobs(guess, [calibration_s] * 2 * len(FAMILIES))
         calibrated = cluster_run(common, calibration, job_command, scratch / "calibrate", args)
-        table_path = str(scratch / "calibrate" / "measured_throughputs.json")
-        rates = family_rates(table_path)
+        calibration_timings = run_timings(scratch / "calibrate", {})
+        rates = average_rates(calibration_timings)
+        table_path = write_rates(scratch / "calibrated_rates.json", rates)
         calibration_timings = run_timings(scratch / "calibrate", rates)
-        overheads = lost_time_by_job_type(calibration_timings)
+        overheads = start_overheads(calibration_timings)
         console.print(f"calibration run: makespan {calibrated.metrics.makespan_s:.1f} s")
 
         seconds = [low_s + f * (high_s - low_s) for f in LENGTH_FRACTIONS]
@@ -155,9 +164,10 @@ def main() -> None:
             replace(common, throughputs=table_path), jobs, job_command, measured_dir, args,
             trace=trace,
         )  # fmt: skip
-        own_table = str(measured_dir / "measured_throughputs.json")
-        timings = run_timings(measured_dir, family_rates(own_table))
-        own_overheads = lost_time_by_job_type(timings)
+        own_rates = average_rates(run_timings(measured_dir, {}))
+        own_table = write_rates(scratch / "measured_rates.json", own_rates)
+        timings = run_timings(measured_dir, own_rates)
+        own_overheads = start_overheads(timings)
         lengths = round_lengths(measured_dir)
         simulate = replace(common, trace=trace, overhead_on_first_start=True)
         # As the issue asks: the simulator with the throughputs measured in that run, and
@@ -185,10 +195,13 @@ def main() -> None:
     console.print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
-def family_rates(table_path: str) -> dict[str, float]:
-    table = load_throughputs(table_path)
-    worker_type = table.worker_types[0]
-    return {f: table.throughput(f, 1, worker_type) or 0.0 for f in FAMILIES}
+def write_rates(path: Path, rates: dict[str, float]) -> str:
+    """A throughput table (Gavel's format) with each family's rate on the run's v100s."""
+    table = ThroughputTable(source="fidelity: average rates of a cluster run")
+    for job_type, steps_per_s in rates.items():
+        table.set(job_type, 1, "v100", steps_per_s)
+    path.write_text(json.dumps(throughputs_to_dict(table)))
+    return str(path)
 
 
 def cluster_run(

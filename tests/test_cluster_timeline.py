@@ -12,7 +12,7 @@ import pytest
 
 from shock.cluster.journal import Journal
 from shock.cluster.proto import shock_cluster_pb2 as pb
-from shock.cluster.timeline import lost_time_by_job_type, run_timings
+from shock.cluster.timeline import average_rates, run_timings, start_overheads
 from shock.cluster.warm import WarmPool
 from shock.core.model import JobSpec
 
@@ -55,14 +55,17 @@ def test_lost_time_counts_from_the_round_start_until_training_stopped(tmp_path: 
     # 145 -> 162 for 150 steps (15 s): 2 s lost.
     assert second.lost_s == pytest.approx(2.0)
     assert second.completed and not second.relaunched_on_kept_gpus
-    assert lost_time_by_job_type([first, second]) == {LM: pytest.approx(3.5)}
+    # Trained 103 -> 130 (27 s) and 147 -> 162 (15 s): 400 steps in 42 s.
+    assert average_rates([first, second]) == {LM: pytest.approx(400 / 42)}
+    # Round start -> "started": 3 s and 2 s.
+    assert start_overheads([first, second]) == {LM: pytest.approx(2.5)}
 
 
 def test_a_type_without_a_rate_gets_no_lost_time(tmp_path: Path) -> None:
     _journal_with_two_runs(tmp_path)
     timings = run_timings(tmp_path, {})
     assert all(t.lost_s != t.lost_s for t in timings)  # NaN
-    assert lost_time_by_job_type(timings) == {}
+    assert average_rates(timings) == {LM: pytest.approx(400 / 42)}
 
 
 def test_a_warm_process_runs_the_launch_it_is_given(tmp_path: Path) -> None:

@@ -111,13 +111,33 @@ def _timing(
     )  # fmt: skip
 
 
-def lost_time_by_job_type(timings: list[RunTiming]) -> dict[str, float]:
-    """The median lost seconds per (re)launch of each job type: the simulator's per-type
-    start overhead. The median, so that one run slowed by a noisy neighbour does not set it."""
+def average_rates(timings: list[RunTiming]) -> dict[str, float]:
+    """Steps/s of each job type over the whole run: its runs' steps over their seconds from
+    "started" until they stopped training. Unlike the scheduler's EWMA (which follows the
+    latest reports, e.g. a job running alone at the end), the rate the run really had."""
+    steps: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    for timing in timings:
+        if timing.startup_s is None:
+            continue
+        trained = timing.active_s - timing.dispatch_wait_s - timing.startup_s
+        if trained > 0:
+            steps[timing.job_type] = steps.get(timing.job_type, 0.0) + timing.steps
+            seconds[timing.job_type] = seconds.get(timing.job_type, 0.0) + trained
+    return {job_type: steps[job_type] / seconds[job_type] for job_type in steps}
+
+
+def start_overheads(timings: list[RunTiming]) -> dict[str, float]:
+    """The median seconds from a round's start until a (re)launched job of each type said
+    "started": the simulator's per-type start overhead (with `average_rates`, which puts
+    the slow first steps in the rate). The median, so that one run slowed by a noisy
+    neighbour does not set it."""
     by_type: dict[str, list[float]] = {}
     for timing in timings:
-        if timing.lost_s == timing.lost_s:  # not NaN
-            by_type.setdefault(timing.job_type, []).append(max(timing.lost_s, 0.0))
+        if timing.startup_s is not None:
+            by_type.setdefault(timing.job_type, []).append(
+                timing.dispatch_wait_s + timing.startup_s
+            )
     return {job_type: statistics.median(values) for job_type, values in by_type.items()}
 
 
