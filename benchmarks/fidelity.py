@@ -1,15 +1,24 @@
 """Fidelity: the same trace on the gRPC cluster and in the simulator, job by job.
 
-Runs a small trace with `--backend grpc` (local workers, real job processes), then simulates
-it with the measured throughputs (the state directory's `measured_throughputs.json`) and, as the
-launch overhead, the mean time a job took from its launch to its "started" report, charged on
-every start that does not keep its GPUs (first starts included, as real jobs pay them).
-A first cluster run (skip it with --no-profile-run) measures throughputs that the measured
-run starts from, so that both sides plan their first rounds with the same rates.
-Prints each job's JCT on both and their difference, and the makespan difference. Shockwave
-reports 5-12% between its physical cluster and its simulator; the target here is 5%.
+Three steps, all on this machine's local workers (2 workers x 2 simulated GPUs by default):
+1. calibrate: a short cluster run (two jobs per family, about one round each, so jobs are
+   preempted and relaunched as in the real run) measures each family's rate; the trace's
+   jobs are sized from these rates;
+2. measure: the trace (8 jobs of 4 families, each `--job-seconds` long alone) on the
+   cluster, starting from the calibrated throughputs;
+3. simulate the trace with what that run measured, read from its journal
+   (`shock/cluster/timeline.py`): each family's average rate (steps over the seconds from
+   "started" until its runs stopped training) and its start overhead (median seconds from
+   a round's start until a (re)launched job said "started"), charged on every start that
+   does not keep its GPUs, first starts included, as real jobs pay them.
 
-    python benchmarks/fidelity.py [--job-command "python tests/fake_job.py"] [--round-length 10]
+Prints every job's JCT on both and the difference, the makespan difference, where the
+(re)launches lost their time, and for comparison the simulator with the earlier model (one
+overhead: the mean launch-to-"started" time) and out of sample (rates and overheads from
+the calibration run). Shockwave reports 5-12% between its physical cluster and its
+simulator; the target here is 5%.
+
+    python benchmarks/fidelity.py [--round-length 15] [--job-seconds 40,120] [--job-command ...]
 
 The default job command is the training harness (`python -m shock.workloads.run`).
 """
@@ -18,128 +27,269 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import os
 import shlex
-import sqlite3
+import statistics
 import sys
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from shock.cluster.timeline import (
+    RunTiming,
+    average_rates,
+    round_lengths,
+    run_timings,
+    start_overheads,
+)
 from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime
 from shock.core.runner import RunOptions, run
+from shock.core.throughputs import ThroughputTable, throughputs_to_dict
 
-# (job type, steps, priority weight): five families, ~6-12 s each alone on the stand-in job.
-# Distinct weights give distinct shares: with equal ones, which of several equally owed jobs
-# runs first is decided by timing noise on a cluster, and per-job JCTs swap.
-JOBS = [
-    ("ResNet-18 (batch size 32)", 240, 1.0),
-    ("ResNet-50 (batch size 32)", 120, 1.5),
-    ("Transformer (batch size 32)", 150, 2.0),
-    ("LM (batch size 32)", 300, 2.5),
-    ("ResNet-18 (batch size 32)", 200, 3.0),
-    ("Recommendation (batch size 32)", 400, 3.5),
-]
+# Four of Gavel's families, two jobs each. Distinct weights give distinct shares: with equal
+# ones, which of several equally owed jobs runs first is decided by timing noise on a
+# cluster, and per-job JCTs swap.
+FAMILIES = (
+    "ResNet-18 (batch size 32)",
+    "Transformer (batch size 32)",
+    "LM (batch size 20)",
+    "Recommendation (batch size 512)",
+)
+# Each job's length as a fraction of the way from --job-seconds' low to its high end.
+LENGTH_FRACTIONS = (0.0, 1.0, 0.25, 0.75, 0.5, 0.125, 0.875, 0.375)
 TARGET = 0.05
 
 
-def write_trace(path: Path) -> Path:
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    job_type: str
+    steps: int
+    weight: float
+
+
+def write_trace(path: Path, jobs: list[TraceJob]) -> Path:
     lines = [
-        "\t".join([job_type, "python3 train.py", "wd", "--num_steps", "0", str(steps), "1",
-                   str(weight), "-1.000000", "0"])
-        for job_type, steps, weight in JOBS
+        "\t".join([job.job_type, "python3 train.py", "wd", "--num_steps", "0", str(job.steps),
+                   "1", str(job.weight), "-1.000000", "0"])
+        for job in jobs
     ]  # fmt: skip
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def launch_overhead(state_dir: Path) -> float:
-    """Mean seconds from a launch to the job's "started" report (process start, imports,
-    checkpoint restore), over every run."""
-    db = sqlite3.connect(state_dir / "journal.sqlite")
-    rows = db.execute(
-        "SELECT started_at - launched_at FROM runs WHERE started_at IS NOT NULL"
-    ).fetchall()
-    db.close()
-    return sum(r[0] for r in rows) / len(rows) if rows else 0.0
+def sized_jobs(rates: dict[str, float], seconds: list[float]) -> list[TraceJob]:
+    """Job i of family i mod 4, `seconds[i]` long alone at its family's rate."""
+    return [
+        TraceJob(FAMILIES[i % len(FAMILIES)],
+                 max(1, round(length * rates[FAMILIES[i % len(FAMILIES)]])), 1.0 + 0.5 * i)
+        for i, length in enumerate(seconds)
+    ]  # fmt: skip
+
+
+def first_guess_rates(job_command: tuple[str, ...], gpus: int) -> dict[str, float]:
+    """Steps/s of each family, measured here in-process and divided by how many jobs share
+    a core; only sizes the calibration jobs (the calibration run measures the real rates)."""
+    if job_command:
+        return dict.fromkeys(FAMILIES, 10.0)  # a stand-in job: its own step rate applies
+    import torch
+
+    from shock.workloads.profile import measure_throughput
+
+    torch.set_num_threads(1)
+    sharing = max(1.0, gpus / (os.cpu_count() or 1))
+    return {f: measure_throughput(f, seconds=0.5).steps_per_s / sharing for f in FAMILIES}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--job-command", help="command that runs one job")
-    parser.add_argument("--round-length", type=float, default=10.0)
-    parser.add_argument("--policy", default="max_min_fairness_perf")
+    parser.add_argument("--job-command", help="command that runs one job (default: the harness)")
+    parser.add_argument("--round-length", type=float, default=15.0)
     parser.add_argument(
-        "--no-profile-run", dest="profile_run", action="store_false",
-        help="skip the first cluster run that measures throughputs for the second",
+        "--job-seconds", default="40,120",
+        help="LOW,HIGH: the 8 jobs run between LOW and HIGH seconds alone (calibrated rates)",
     )  # fmt: skip
+    parser.add_argument(
+        "--calibration-seconds", type=float, default=None,
+        help="length of each calibration job alone (default: one round)",
+    )  # fmt: skip
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--gpus-per-worker", type=int, default=2)
+    parser.add_argument("--checkpoint-every", type=float, default=5.0)
+    parser.add_argument("--policy", default="max_min_fairness_perf")
     args = parser.parse_args()
     if args.job_command is None and importlib.util.find_spec("shock.workloads") is None:
         sys.exit("the training harness (shock.workloads) is not installed: pass --job-command")
+    low, _, high = args.job_seconds.partition(",")
+    try:
+        low_s, high_s = float(low), float(high or low)
+    except ValueError:
+        sys.exit(f"--job-seconds: expected LOW,HIGH in seconds, got {args.job_seconds!r}")
+    if not 0 < low_s <= high_s:
+        sys.exit(f"--job-seconds: need 0 < LOW <= HIGH, got {args.job_seconds!r}")
     job_command = tuple(shlex.split(args.job_command)) if args.job_command else ()
-    console = Console()
-    with tempfile.TemporaryDirectory(prefix="shock-fidelity-") as scratch:
-        trace = write_trace(Path(scratch) / "fidelity.trace")
-        state_dir = Path(scratch) / "state"
+    gpus = args.workers * args.gpus_per_worker
+    console = Console(width=150)
+    console.print(
+        f"{args.workers} workers x {args.gpus_per_worker} simulated GPUs on "
+        f"{os.cpu_count()} CPU cores (load {os.getloadavg()[0]:.1f} at start); round "
+        f"{args.round_length:g} s; jobs {low_s:g}-{high_s:g} s alone"
+    )
+    with tempfile.TemporaryDirectory(prefix="shock-fidelity-") as scratch_name:
+        scratch = Path(scratch_name)
         common = RunOptions(
-            policy=args.policy, trace=str(trace), cluster="v100=4", gpus_per_server=2,
+            policy=args.policy, cluster=f"v100={gpus}", gpus_per_server=args.gpus_per_worker,
             round_length_s=args.round_length,
         )  # fmt: skip
-        prior = None
-        if args.profile_run:
-            # A first cluster run measures the throughputs, so that the measured run and the
-            # simulator plan their first rounds with the same rates.
-            cluster_run(common, job_command, Path(scratch) / "profile")
-            prior = str(Path(scratch) / "profile" / "measured_throughputs.json")
-        cluster = cluster_run(replace(common, throughputs=prior), job_command, state_dir)
-        overhead = launch_overhead(state_dir)
-        # The simulator gets the rates the measured run started from (the profile run's
-        # measurements, or the measured run's own without one).
-        measured = prior or str(state_dir / "measured_throughputs.json")
-        simulated = run(replace(
-            common, throughputs=measured, preemption_overhead_s=overhead,
-            overhead_on_first_start=True,
-        ))  # fmt: skip
-    report(console, cluster, simulated, overhead)
+        calibration_s = args.calibration_seconds or args.round_length
+        guess = first_guess_rates(job_command, gpus)
+        calibration = sized_jobs(guess, [calibration_s] * 2 * len(FAMILIES))
+        calibrated = cluster_run(common, calibration, job_command, scratch / "calibrate", args)
+        calibration_timings = run_timings(scratch / "calibrate", {})
+        rates = average_rates(calibration_timings)
+        table_path = write_rates(scratch / "calibrated_rates.json", rates)
+        calibration_timings = run_timings(scratch / "calibrate", rates)
+        overheads = start_overheads(calibration_timings)
+        console.print(f"calibration run: makespan {calibrated.metrics.makespan_s:.1f} s")
+
+        seconds = [low_s + f * (high_s - low_s) for f in LENGTH_FRACTIONS]
+        jobs = sized_jobs(rates, seconds)
+        trace = str(write_trace(scratch / "fidelity.trace", jobs))
+        measured_dir = scratch / "measured"
+        cluster = cluster_run(
+            replace(common, throughputs=table_path), jobs, job_command, measured_dir, args,
+            trace=trace,
+        )  # fmt: skip
+        own_rates = average_rates(run_timings(measured_dir, {}))
+        own_table = write_rates(scratch / "measured_rates.json", own_rates)
+        timings = run_timings(measured_dir, own_rates)
+        own_overheads = start_overheads(timings)
+        lengths = round_lengths(measured_dir)
+        simulate = replace(common, trace=trace, overhead_on_first_start=True)
+        # As the issue asks: the simulator with the throughputs measured in that run, and
+        # the per-family (re)launch overheads measured there too.
+        simulated = run(replace(simulate, throughputs=own_table,
+                                overhead_by_job_type=own_overheads))  # fmt: skip
+        startups = [t.startup_s for t in timings if t.startup_s is not None]
+        old_overhead = statistics.fmean(startups) if startups else 0.0
+        old_model = run(replace(simulate, throughputs=own_table,
+                                preemption_overhead_s=old_overhead))  # fmt: skip
+        out_of_sample = run(replace(simulate, throughputs=table_path,
+                                    overhead_by_job_type=overheads))  # fmt: skip
+    report(console, jobs, cluster, simulated, own_overheads)
+    report_causes(console, timings, calibration_timings)
+    if lengths:
+        console.print(
+            f"rounds: {len(lengths) + 1}, median length {statistics.median(lengths):.2f} s, "
+            f"mean {statistics.fmean(lengths):.2f} s (--round-length {args.round_length:g})"
+        )
+    summary(console, "earlier model (measured rates, one overhead: mean launch->started "
+            f"{old_overhead:.2f} s)", cluster, old_model)  # fmt: skip
+    summary(console, "out of sample (rates and overheads from the calibration run: "
+            + ", ".join(f"{k.split(' ')[0]} {v:.2f} s" for k, v in overheads.items()) + ")",
+            cluster, out_of_sample)  # fmt: skip
+    console.print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
-def cluster_run(options: RunOptions, job_command: tuple[str, ...], state_dir: Path) -> RunResult:
+def write_rates(path: Path, rates: dict[str, float]) -> str:
+    """A throughput table (Gavel's format) with each family's rate on the run's v100s."""
+    table = ThroughputTable(source="fidelity: average rates of a cluster run")
+    for job_type, steps_per_s in rates.items():
+        table.set(job_type, 1, "v100", steps_per_s)
+    path.write_text(json.dumps(throughputs_to_dict(table)))
+    return str(path)
+
+
+def cluster_run(
+    options: RunOptions,
+    jobs: list[TraceJob],
+    job_command: tuple[str, ...],
+    state_dir: Path,
+    args: argparse.Namespace,
+    trace: str | None = None,
+) -> RunResult:
+    trace = trace or str(write_trace(state_dir.with_suffix(".trace"), jobs))
     runtime = ClusterRuntime(job_command=job_command, state_dir=str(state_dir),
-                             checkpoint_every_s=5.0)  # fmt: skip
-    return run(replace(options, backend="grpc", cluster_runtime=runtime))
+                             checkpoint_every_s=args.checkpoint_every)  # fmt: skip
+    return run(replace(options, trace=trace, backend="grpc", cluster_runtime=runtime))
 
 
 def _diff(a: float, b: float) -> float:
     return (a - b) / b if b else float("nan")
 
 
-def report(console: Console, cluster: RunResult, simulated: RunResult, overhead: float) -> None:
-    table = Table(title="fidelity: gRPC cluster vs simulator (measured throughputs)")
+def report(
+    console: Console,
+    jobs: list[TraceJob],
+    cluster: RunResult,
+    simulated: RunResult,
+    overheads: dict[str, float],
+) -> None:
+    table = Table(title="fidelity: gRPC cluster vs simulator (rates and overheads measured)")
     for column in ("job", "type", "steps", "JCT cluster (s)", "JCT simulator (s)", "diff"):
         table.add_column(column, justify="right")
     sim_jct = {r.job_id: r.jct_s for r in simulated.records}
     worst = 0.0
     for record in cluster.records:
-        job_type, steps, _ = JOBS[record.job_id]
+        job = jobs[record.job_id]
         diff = _diff(record.jct_s, sim_jct[record.job_id])
         worst = max(worst, abs(diff))
-        table.add_row(str(record.job_id), job_type, str(steps), f"{record.jct_s:.1f}",
+        table.add_row(str(record.job_id), job.job_type, str(job.steps), f"{record.jct_s:.1f}",
                       f"{sim_jct[record.job_id]:.1f}", f"{diff:+.1%}")  # fmt: skip
     console.print(table)
+    console.print("per-(re)launch overhead given to the simulator: " + ", ".join(
+        f"{job_type.split(' ')[0]} {seconds:.2f} s" for job_type, seconds in overheads.items()
+    ))  # fmt: skip
     makespan = _diff(cluster.metrics.makespan_s, simulated.metrics.makespan_s)
-    average = _diff(cluster.metrics.avg_jct_s, simulated.metrics.avg_jct_s)
+    summary(console, "simulator", cluster, simulated)
     console.print(
-        f"makespan: cluster {cluster.metrics.makespan_s:.1f} s, simulator "
-        f"{simulated.metrics.makespan_s:.1f} s, diff {makespan:+.1%}\n"
-        f"average JCT: cluster {cluster.metrics.avg_jct_s:.1f} s, simulator "
-        f"{simulated.metrics.avg_jct_s:.1f} s, diff {average:+.1%}\n"
-        f"worst per-job JCT diff {worst:.1%}; launch overhead given to the simulator "
-        f"{overhead:.2f} s; target within {TARGET:.0%}: "
+        f"worst per-job JCT diff {worst:.1%}; target within {TARGET:.0%}: "
         + ("met" if max(worst, abs(makespan)) <= TARGET else "NOT met")
     )
+
+
+def summary(console: Console, label: str, cluster: RunResult, simulated: RunResult) -> None:
+    makespan = _diff(cluster.metrics.makespan_s, simulated.metrics.makespan_s)
+    average = _diff(cluster.metrics.avg_jct_s, simulated.metrics.avg_jct_s)
+    sim_jct = {r.job_id: r.jct_s for r in simulated.records}
+    worst = max(abs(_diff(r.jct_s, sim_jct[r.job_id])) for r in cluster.records)
+    console.print(
+        f"{label}: makespan cluster {cluster.metrics.makespan_s:.1f} s vs "
+        f"{simulated.metrics.makespan_s:.1f} s ({makespan:+.1%}); avg JCT "
+        f"{cluster.metrics.avg_jct_s:.1f} vs {simulated.metrics.avg_jct_s:.1f} s "
+        f"({average:+.1%}); worst job {worst:.1%}"
+    )
+
+
+def report_causes(
+    console: Console, timings: list[RunTiming], calibration: list[RunTiming]
+) -> None:
+    """Medians per family of where a (re)launch's time went, in the measured run."""
+    table = Table(title="measured run: seconds per (re)launch, median (calibration in brackets)")
+    for column in ("type", "launches", "round start->launch", "launch->started",
+                   "lost (all)", "relaunched on kept GPUs"):  # fmt: skip
+        table.add_column(column, justify="right")
+
+    def median(values: list[float]) -> str:
+        return f"{statistics.median(values):.2f}" if values else "-"
+
+    for family in FAMILIES:
+        own = [t for t in timings if t.job_type == family]
+        cal = [t for t in calibration if t.job_type == family]
+        table.add_row(
+            family, str(len(own)),
+            f"{median([t.dispatch_wait_s for t in own])} "
+            f"({median([t.dispatch_wait_s for t in cal])})",
+            f"{median([t.startup_s for t in own if t.startup_s is not None])} "
+            f"({median([t.startup_s for t in cal if t.startup_s is not None])})",
+            f"{median([t.lost_s for t in own])} ({median([t.lost_s for t in cal])})",
+            str(sum(t.relaunched_on_kept_gpus for t in own)),
+        )  # fmt: skip
+    console.print(table)
 
 
 if __name__ == "__main__":

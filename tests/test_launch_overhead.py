@@ -18,3 +18,23 @@ def test_a_lone_job_pays_the_overhead_once_only_when_asked() -> None:
     charged = simulate(jobs, **options, overhead_on_first_start=True)
     # It keeps its GPU after the first round: the overhead is paid exactly once.
     assert charged.records[0].jct_s == pytest.approx(plain.records[0].jct_s + 7.0, abs=0.1)
+
+
+def test_per_job_type_overheads_replace_the_single_one() -> None:
+    steps = int(default_throughputs().throughput(LM, 1, "v100") * 100)
+    jobs = [JobSpec(0, LM, steps), JobSpec(1, "ResNet-18 (batch size 32)", 1000)]
+    options = {"cluster": "2:0:0", "policy": "max_min_fairness", "overhead_on_first_start": True}
+    plain = simulate(jobs, **options)
+    by_type = simulate(
+        jobs, **options, preemption_overhead_s=1.0, overhead_by_job_type={LM: 9.0}
+    )
+    # Each job has a GPU of its own: LM pays its own 9 s once, ResNet-18 the default 1 s.
+    assert by_type.records[0].jct_s == pytest.approx(plain.records[0].jct_s + 9.0, abs=0.1)
+    assert by_type.records[1].jct_s == pytest.approx(plain.records[1].jct_s + 1.0, abs=0.1)
+
+
+def test_a_negative_per_type_overhead_is_an_input_error() -> None:
+    from shock.core.errors import InputError
+
+    with pytest.raises(InputError, match="overhead"):
+        simulate([JobSpec(0, LM, 10)], cluster="1:0:0", overhead_by_job_type={LM: -1.0})

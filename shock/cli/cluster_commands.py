@@ -208,6 +208,11 @@ def worker_command(
     checkpoint_every: Annotated[
         float | None, typer.Option(help="Jobs checkpoint at least this often (s).")
     ] = None,
+    warm: Annotated[
+        bool,
+        typer.Option(help="Keep a job process per GPU with torch imported, ready for the next "
+                          "launch (default job command only)."),
+    ] = True,
 ) -> None:
     """Run a worker agent: register with the scheduler and run the jobs it sends."""
     _require_cluster_extra()
@@ -223,6 +228,7 @@ def worker_command(
         job_command=parse_job_command(job_command), log_dir=log_dir,
         tls=_tls(tls_cert, tls_key, tls_ca), heartbeat_s=heartbeat,
         scheduler_timeout_s=scheduler_timeout, checkpoint_every_s=checkpoint_every,
+        warm_processes=warm,
     )  # fmt: skip
     agent = WorkerAgent(settings)
     signal.signal(signal.SIGTERM, lambda signum, frame: agent.stop())

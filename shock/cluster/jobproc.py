@@ -129,7 +129,9 @@ class JobProcess:
         on_lease_request: Callable[[JobProcess, int], None],
         checkpoint_every_s: float | None = None,
         env: dict[str, str] | None = None,
+        warm: subprocess.Popen[bytes] | None = None,
     ) -> None:
+        """`warm`: a started `shock.workloads.warm` process to launch instead of `command`."""
         self.launch = launch
         self.run_id = launch.run_id
         self.job_id = launch.job_id
@@ -140,15 +142,20 @@ class JobProcess:
         self._stdin_lock = threading.Lock()
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("ab")
-        self.process = subprocess.Popen(
-            [*command, *job_arguments(launch, device, checkpoint_every_s)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            start_new_session=True,  # its own process group: stop it with its children
-            preexec_fn=die_with_parent,
-            env=env,
-        )
+        arguments = job_arguments(launch, device, checkpoint_every_s)
+        if warm is not None:
+            self.process = warm
+            self.send({"argv": arguments, "stderr": str(log_path)})
+        else:
+            self.process = subprocess.Popen(
+                [*command, *arguments],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                start_new_session=True,  # its own process group: stop it with its children
+                preexec_fn=die_with_parent,
+                env=env,
+            )
         self._reader = threading.Thread(target=self._read, name=f"job-{self.run_id}", daemon=True)
         self._reader.start()
 

@@ -460,7 +460,9 @@ class ClusterScheduler:
                         self._start_round(now)
                 if not self.done:
                     self._dispatch(now)
-                    self._changed.wait(timeout=0.2)
+                    # Wake at the round's end, not up to 0.2 s after it (rounds as long
+                    # as the simulator's).
+                    self._changed.wait(timeout=min(0.2, max(self._round_end - now, 0.01)))
             self._changed.notify_all()
             self._tell_workers_to_stop()
             result = self._result(time.perf_counter() - started)

@@ -25,6 +25,7 @@ from shock.cluster.defaults import DEFAULT_JOB_COMMAND
 from shock.cluster.jobproc import JobProcess
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
+from shock.cluster.warm import WarmPool
 from shock.core.errors import ShockError
 
 _RPC_TIMEOUT_S = 10.0
@@ -49,6 +50,8 @@ class WorkerSettings:
     scheduler_timeout_s: float = 120.0
     checkpoint_every_s: float | None = None
     stop_grace_s: float = 10.0
+    # Keep a job process per GPU started ahead of its launch (default job command only).
+    warm_processes: bool = True
 
 
 def detect_devices(gpus: int, simulated: bool) -> list[pb.Device]:
@@ -84,6 +87,12 @@ class WorkerAgent:
         self._draining = threading.Event()
         self._last_contact = time.monotonic()
         self._heartbeat_s = settings.heartbeat_s
+        self._env = dict(os.environ)
+        self._env.setdefault("OMP_NUM_THREADS", "1")
+        warm = settings.warm_processes and settings.job_command == DEFAULT_JOB_COMMAND
+        self._warm = WarmPool(
+            settings.gpus if warm else 0, settings.log_dir / "warm-processes.log", self._env
+        )
 
     # Calls.
 
@@ -211,8 +220,6 @@ class WorkerAgent:
         device = self.devices[launch.gpus[0]].name
         if device.startswith("cuda"):
             device = f"cuda:{launch.gpus[0]}"
-        env = dict(os.environ)
-        env.setdefault("OMP_NUM_THREADS", "1")
         job = JobProcess(
             launch,
             self.settings.job_command,
@@ -221,7 +228,8 @@ class WorkerAgent:
             on_event=self._post,
             on_lease_request=self._renew_lease,
             checkpoint_every_s=self.settings.checkpoint_every_s,
-            env=env,
+            env=self._env,
+            warm=self._warm.take(),
         )
         with self._lock:
             self._jobs[launch.run_id] = job
@@ -243,9 +251,11 @@ class WorkerAgent:
         try:
             self._connect()
             sender.start()
+            self._warm.fill()
             code = self._loop()
         finally:
             self._stop.set()
+            self._warm.close()
             self._stop_jobs()
             with self._lock:
                 self._draining.set()
@@ -285,6 +295,7 @@ class WorkerAgent:
                     continue
                 for command in reply.commands:
                     self._apply(command)
+                self._warm.fill()  # after a burst of launches, spares for the next ones
                 if reply.shutdown:
                     return 0
             except grpc.RpcError:

@@ -35,6 +35,8 @@ class RunConfig:
     preemption_overhead_s: float = 0.0
     # Charge it on a job's first start too: real jobs pay their start-up at every launch.
     overhead_on_first_start: bool = False
+    # Per job type, in place of preemption_overhead_s (a start-up cost measured per family).
+    overhead_by_job_type: dict[str, float] | None = None
     seed: int = 0
     # Price of one GPU-hour per worker type, for cost-aware policies.
     prices: dict[str, float] | None = None

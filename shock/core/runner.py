@@ -44,6 +44,8 @@ class RunOptions:
     gpus_per_server: int | None = None
     preemption_overhead_s: float | None = None
     overhead_on_first_start: bool = False
+    # Per job type, in place of preemption_overhead_s (types it lacks get that one).
+    overhead_by_job_type: dict[str, float] | None = None
     window: tuple[int, int] | None = None
     time_limit_s: float | None = None
     # POP partitioning: solve the policy on this many random job groups (1: no partitioning).
@@ -145,6 +147,7 @@ def build_request(
         window=options.window,
         preemption_overhead_s=overhead,
         overhead_on_first_start=options.overhead_on_first_start,
+        overhead_by_job_type=_overheads(options.overhead_by_job_type),
         seed=options.seed,
         prices=_prices_for(options.prices, cluster.worker_types),
         cluster_runtime=options.cluster_runtime,
@@ -153,6 +156,12 @@ def build_request(
         quantised_rounds=preset.quantised_rounds,
     )
     return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)
+
+
+def _overheads(by_type: dict[str, float] | None) -> dict[str, float] | None:
+    if by_type is not None and any(not value >= 0 for value in by_type.values()):
+        raise InputError("every per-type overhead must be >= 0", field="overhead_by_job_type")
+    return by_type
 
 
 def _prices_for(text: str | None, worker_types: tuple[str, ...]) -> dict[str, float] | None:

@@ -96,7 +96,8 @@ class Simulator:
         rounds = 0
         idle_rounds = 0
         allocations_seen = 0
-        overhead = config.preemption_overhead_s
+        overhead = default = config.preemption_overhead_s
+        by_type = config.overhead_by_job_type
         quantised = config.quantised_rounds
 
         while waiting_for:
@@ -178,6 +179,8 @@ class Simulator:
             for assignment in assignments:
                 members = assignment.unit.members
                 lost = 0.0
+                if by_type is not None:
+                    overhead = max(by_type.get(m.spec.job_type, default) for m in members)
                 # Resuming from a checkpoint on other GPUs costs the overhead.
                 if (
                     overhead > 0
