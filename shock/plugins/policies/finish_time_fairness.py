@@ -317,14 +317,8 @@ def bisect_pyomo(ftf: FinishTimeProblem, sub: PolicyInput, spec: SolverSpec) -> 
     scale_rows = (ftf.throughputs * ftf.isolated).sum(axis=1)
     coefficients = ftf.throughputs / scale_rows[:, None]
     model = base_model(sub)
-    model.level = pyo.Var()
-    model.demand = pyo.Param(model.J, mutable=True, initialize=1.0)
-    model.objective = pyo.Objective(expr=model.level, sense=pyo.maximize)
-    model.target = pyo.Constraint(
-        model.J,
-        rule=lambda mo, j: (
-            sum(float(coefficients[j, w]) * mo.x[j, w] for w in mo.W) >= mo.demand[j] * mo.level
-        ),
+    add_level_target(
+        model, lambda mo, j: sum(float(coefficients[j, w]) * mo.x[j, w] for w in mo.W)
     )
 
     def evaluate() -> tuple[np.ndarray, float]:
@@ -333,6 +327,17 @@ def bisect_pyomo(ftf: FinishTimeProblem, sub: PolicyInput, spec: SolverSpec) -> 
 
     best = level_bisection(model, ftf, scale_rows, spec, evaluate, ftf.isolated, RELATIVE_GAP)
     return clean_fractions(best)
+
+
+def add_level_target(model: Any, progress: Callable[[Any, int], Any]) -> None:
+    """Maximise `model.level` subject to progress(model, j) >= model.demand[j] * level, the
+    form `level_bisection` solves (demand set per bisection step)."""
+    model.level = pyo.Var()
+    model.demand = pyo.Param(model.J, mutable=True, initialize=1.0)
+    model.objective = pyo.Objective(expr=model.level, sense=pyo.maximize)
+    model.target = pyo.Constraint(
+        model.J, rule=lambda mo, j: progress(mo, j) >= mo.demand[j] * mo.level
+    )
 
 
 def level_bisection(

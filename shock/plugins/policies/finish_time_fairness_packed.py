@@ -18,7 +18,6 @@ mutable demands (rho is feasible iff l >= 1).
 from __future__ import annotations
 
 import numpy as np
-import pyomo.environ as pyo
 import scipy.sparse as sparse
 
 from shock.core.hookspecs import Register, hookimpl
@@ -27,6 +26,7 @@ from shock.core.solver import MatrixLP, SolverSpec, highs_lp
 from shock.plugins.policies.finish_time_fairness import (
     FinishTimeFairness,
     FinishTimeProblem,
+    add_level_target,
     level_bisection,
     warm_bisection,
 )
@@ -117,15 +117,7 @@ def _bisect_highs(units: Units, ftf: FinishTimeProblem, spec: SolverSpec) -> np.
 def _bisect_pyomo(units: Units, ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
     scale_rows = (ftf.throughputs * ftf.isolated).sum(axis=1)
     model = units.pyomo_model()
-    model.level = pyo.Var()
-    model.demand = pyo.Param(model.J, mutable=True, initialize=1.0)
-    model.objective = pyo.Objective(expr=model.level, sense=pyo.maximize)
-    model.target = pyo.Constraint(
-        model.J,
-        rule=lambda mo, j: (
-            units.pyomo_progress(mo, j, 1.0 / float(scale_rows[j])) >= mo.demand[j] * mo.level
-        ),
-    )
+    add_level_target(model, lambda mo, j: units.pyomo_progress(mo, j, 1.0 / float(scale_rows[j])))
 
     def evaluate() -> tuple[np.ndarray, float]:
         x = np.array([[model.x[u, w].value or 0.0 for w in model.W] for u in model.U])
