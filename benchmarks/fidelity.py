@@ -46,10 +46,13 @@ from shock.cluster.timeline import (
     run_timings,
     start_overheads,
 )
+from shock.core.model import JobSpec
+from shock.core.plugins import default_registry
 from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime
 from shock.core.runner import RunOptions, run
 from shock.core.throughputs import ThroughputTable, throughputs_to_dict
+from shock.core.trace import write_trace as save_trace
 
 # Four of Gavel's families, two jobs each. Distinct weights give distinct shares: with equal
 # ones, which of several equally owed jobs runs first is decided by timing noise on a
@@ -73,12 +76,13 @@ class TraceJob:
 
 
 def write_trace(path: Path, jobs: list[TraceJob]) -> Path:
-    lines = [
-        "\t".join([job.job_type, "python3 train.py", "wd", "--num_steps", "0", str(job.steps),
-                   "1", str(job.weight), "-1.000000", "0"])
-        for job in jobs
+    """The jobs as a Gavel trace, all arriving at time 0."""
+    specs = [
+        JobSpec(i, job.job_type, job.steps, priority_weight=job.weight,
+                command="python3 train.py", working_directory="wd", num_steps_arg="--num_steps")
+        for i, job in enumerate(jobs)
     ]  # fmt: skip
-    path.write_text("\n".join(lines) + "\n")
+    save_trace(specs, path, default_registry(), "gavel")
     return path
 
 

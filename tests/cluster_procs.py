@@ -14,6 +14,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from shock.core.model import JobSpec
+from shock.core.plugins import default_registry
+from shock.core.trace import write_trace as save_trace
+
 HERE = Path(__file__).parent
 # The job program the cluster tests run. Switch to the real training harness by setting it
 # to None (the agents' default, `python -m shock.workloads.run`).
@@ -32,12 +36,13 @@ SIX_JOBS = [
 
 
 def write_trace(path: Path, jobs: list[tuple[str, int]]) -> Path:
-    lines = [
-        "\t".join([job_type, "python3 train.py", "wd", "--num_steps", "0", str(steps), "1", "1",
-                   "-1.000000", "0"])
-        for job_type, steps in jobs
+    """The jobs as a Gavel trace, all arriving at time 0."""
+    specs = [
+        JobSpec(i, job_type, steps, command="python3 train.py", working_directory="wd",
+                num_steps_arg="--num_steps")
+        for i, (job_type, steps) in enumerate(jobs)
     ]  # fmt: skip
-    path.write_text("\n".join(lines) + "\n")
+    save_trace(specs, path, default_registry(), "gavel")
     return path
 
 
