@@ -26,6 +26,8 @@ def test_default_run_writes_document(tmp_path: Path) -> None:
     result = _shock("run", "--quiet", "--json", "out.json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
+    # HiGHS prints a banner on its first instance unless shock silences it.
+    assert "HiGHS" not in result.stdout
     document = json.loads((tmp_path / "out.json").read_text())
     assert document["metrics"]["jobs"] == 96
     assert len(document["jobs"]) == 96

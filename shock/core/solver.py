@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -238,6 +240,8 @@ def solve_pyomo(model: Any, spec: SolverSpec) -> None:
             f"solver '{name}' cannot solve MILP problems (the model has integer variables); "
             f"it takes {_accepted(name)}"
         )
+    if name == "highs":
+        quiet_highs_banner()
     solver = pyo.SolverFactory(_PYOMO_SOLVER[name])
     if solver is None or not solver.available(exception_flag=False):
         raise SolverError(
@@ -373,16 +377,46 @@ class MatrixLP:
 _HIGHS_INSTANCES: dict[tuple[object, ...], Any] = {}
 
 
+@cache
+def quiet_highs_banner() -> None:
+    """HiGHS prints a banner on stdout when a process makes its first instance, before any
+    option can turn output off. Make that first instance with stdout pointed at /dev/null, so
+    shock's own output (tables, piped documents) stays clean; later instances print nothing."""
+    import highspy
+
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all: nothing to keep clean
+        highspy.Highs()
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def new_highs() -> Any:
+    """A silent HiGHS instance."""
+    import highspy
+
+    quiet_highs_banner()
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    return highs
+
+
 def _highs_for(spec: SolverSpec, mip: bool = False) -> Any:
     """One HiGHS instance per option set, reused: creating one costs as much as a small solve.
     LPs get interior point without presolve; MILPs HiGHS' own defaults."""
-    import highspy
-
     key = (mip, spec.time_limit_s, spec.mip_gap, tuple(sorted(spec.options.items())))
     highs = _HIGHS_INSTANCES.get(key)
     if highs is None:
-        highs = highspy.Highs()
-        highs.setOptionValue("output_flag", False)
+        highs = new_highs()
         if not mip:
             # The centre of the optimal face, like Gavel's cvxpy/ECOS, not an arbitrary vertex.
             highs.setOptionValue("solver", "ipm")

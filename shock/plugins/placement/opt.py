@@ -21,6 +21,7 @@ from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import UnitKey
 from shock.core.resource_placement import ResourceGrant, ResourceRequest, ServerResources
+from shock.core.solver import quiet_highs_banner
 from shock.plugins.placement.synergy import TunePlacement, _ResourcePlacement, place_tuned
 from shock.resources.books import Books, ServerBook, constant
 from shock.resources.catalog import profile_for
@@ -199,6 +200,7 @@ class OptPlacement(_ResourcePlacement):
         from pyomo.contrib.appsi.base import TerminationCondition
         from pyomo.contrib.appsi.solvers import Highs
 
+        quiet_highs_banner()
         solver = Highs()
         solver.config.warmstart = True
         solver.config.time_limit = self.time_limit_s

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from shock.core.policy import PolicyInput
-from shock.core.solver import MatrixLP, SolverSpec
+from shock.core.solver import MatrixLP, SolverSpec, new_highs
 
 REFERENCE_WORKER_TYPE = "v100"
 
@@ -138,13 +138,10 @@ def simplex_highs(spec: SolverSpec, primal: bool = False) -> Any:
     bounds: the basis of one solve warm-starts the next, and an infeasible LP is reported as
     such (an interior-point method detects infeasibility slowly). `primal=True` runs primal
     simplex instead, for sequences whose last solution stays feasible (water filling)."""
-    import highspy
-
     key = (spec.time_limit_s, primal)
     highs = _SIMPLEX_INSTANCES.get(key)
     if highs is None:
-        highs = highspy.Highs()
-        highs.setOptionValue("output_flag", False)
+        highs = new_highs()
         highs.setOptionValue("solver", "simplex")
         highs.setOptionValue("simplex_strategy", 4 if primal else 1)
         highs.setOptionValue("presolve", "off")  # keeps the basis valid between solves
