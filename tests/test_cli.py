@@ -260,3 +260,13 @@ def test_unknown_worker_type_in_cluster() -> None:
         build_request(RunOptions(cluster="a100=4"))
     assert "a100" in str(info.value)
     assert info.value.field == "--cluster"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(42.0, "42.0 s"), (119.9, "119.9 s"), (600.0, "10.0 min"), (7200.0, "2.00 h")],
+)
+def test_durations_use_a_readable_unit(seconds: float, shown: str) -> None:
+    from shock.cli.output import duration
+
+    assert duration(seconds) == shown

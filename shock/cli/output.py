@@ -9,7 +9,13 @@ from shock.core.plugins import PluginRegistry
 from shock.core.results import RunResult
 
 
-def hours(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """A duration in the unit that keeps three significant figures readable: seconds for a
+    short cluster run, minutes, then hours for trace-scale simulations."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:,.2f} h"
 
 
@@ -21,12 +27,12 @@ def summary_table(result: RunResult) -> Table:
     table.add_column("value", justify="right")
     rows = [
         ("jobs measured", str(m.jobs)),
-        ("average JCT", hours(m.avg_jct_s)),
+        ("average JCT", duration(m.avg_jct_s)),
         (
             "p50 / p90 / p99 JCT",
-            f"{hours(m.p50_jct_s)} / {hours(m.p90_jct_s)} / {hours(m.p99_jct_s)}",
+            f"{duration(m.p50_jct_s)} / {duration(m.p90_jct_s)} / {duration(m.p99_jct_s)}",
         ),
-        ("makespan", hours(m.makespan_s)),
+        ("makespan", duration(m.makespan_s)),
         ("cluster utilisation", f"{m.utilization:.1%}"),
         ("worst finish-time fairness ρ", f"{m.worst_ftf_rho:.2f}"),
         ("unfair jobs (ρ > 1.05)", f"{m.unfair_fraction:.1%}"),
@@ -63,11 +69,11 @@ def results_table(results: list[RunResult]) -> Table:
         table.add_row(
             result.policy,
             str(m.jobs),
-            hours(m.avg_jct_s),
-            hours(m.p50_jct_s),
-            hours(m.p90_jct_s),
-            hours(m.p99_jct_s),
-            hours(m.makespan_s),
+            duration(m.avg_jct_s),
+            duration(m.p50_jct_s),
+            duration(m.p90_jct_s),
+            duration(m.p99_jct_s),
+            duration(m.makespan_s),
             f"{m.utilization:.1%}",
             f"{m.worst_ftf_rho:.2f}",
             f"{m.unfair_fraction:.1%}",
