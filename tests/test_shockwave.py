@@ -236,6 +236,21 @@ def test_momentum_average_of_finish_time_estimates() -> None:
         momentum_average([], 0.0, 0.9)
 
 
+def test_rho_is_a_ratio_of_absolute_times_unless_measured_from_arrival() -> None:
+    # Arrived at 800 s, now 1000 s, 500 s left at its share, target 1200 s.
+    shockwave_rho = Shockwave()._rho(1000.0, 500.0, 1200.0, 800.0)
+    assert shockwave_rho == pytest.approx(1500 / 1200)
+    since_arrival = Shockwave(ShockwaveOptions(rho_since_arrival=True))
+    assert since_arrival._rho(1000.0, 500.0, 1200.0, 800.0) == pytest.approx(700 / 400)
+    # Priorities: 1 at or below rho_max, rho^lambda above, rho^100 with under a round left,
+    # capped.
+    policy = Shockwave()
+    assert policy._priority(0.99, 5000.0, 120.0) == 1.0
+    assert policy._priority(1.2, 5000.0, 120.0) == pytest.approx(1.2**12)
+    assert policy._priority(1.1, 60.0, 120.0) == pytest.approx(1.1**100)
+    assert policy._priority(2.0, 60.0, 120.0) == pytest.approx(1e6)
+
+
 def test_the_policy_builds_each_job_profile_from_its_adaptation_mode() -> None:
     table = default_throughputs()
     policy = Shockwave().for_run(0)

@@ -32,6 +32,10 @@ class ShockwaveOptions:
     # Cap on a priority, so the MILP stays within the solver's numeric range (shock's; rho^100
     # alone can exceed 1e17).
     max_priority: float = 1e6
+    # Measure rho's projected finish and target from the job's arrival instead of from time
+    # 0 as Shockwave does (shock's option: Shockwave's ratio of absolute times moves little
+    # for jobs that arrive late).
+    rho_since_arrival: bool = False
     # Weight of the series average in the fair-finish target (Shockwave: 0.9).
     momentum: float = 0.9
     # Try first the plan in which every job meets its fair-finish target.

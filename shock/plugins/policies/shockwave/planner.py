@@ -193,8 +193,12 @@ def solve_counts(
 
 
 def greedy_rounds(
-    counts: Sequence[int], gpus: Sequence[int], priorities: Sequence[float], capacity: int,
-    num_rounds: int, least_slack_first: bool = False,
+    counts: Sequence[int],
+    gpus: Sequence[int],
+    priorities: Sequence[float],
+    capacity: int,
+    num_rounds: int,
+    least_slack_first: bool = False,
 ) -> np.ndarray:
     """Round by round, while GPUs are left: first the jobs that must run in every round left
     to keep their count, then the others by priority per planned round (high first). With
@@ -223,8 +227,12 @@ def greedy_rounds(
 
 
 def rank_rounds(
-    counts: Sequence[int], gpus: Sequence[int], priorities: Sequence[float], capacity: int,
-    num_rounds: int, spec: SolverSpec,
+    counts: Sequence[int],
+    gpus: Sequence[int],
+    priorities: Sequence[float],
+    capacity: int,
+    num_rounds: int,
+    spec: SolverSpec,
 ) -> tuple[np.ndarray, bool]:
     """Place each job's rounds in the window: minimise sum_j priority_j x mean round index,
     keeping counts and capacity (MILP); greedy when the MILP finds nothing. Returns the rounds
@@ -284,7 +292,11 @@ def solve_plan(
         )
     else:
         rounds = greedy_rounds(
-            count_list, gpus, priorities, problem.capacity, problem.num_rounds,
+            count_list,
+            gpus,
+            priorities,
+            problem.capacity,
+            problem.num_rounds,
             least_slack_first=ranking == "slack",
         )
         by_milp = False

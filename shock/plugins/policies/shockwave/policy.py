@@ -144,14 +144,28 @@ class Shockwave(Policy):
             target = momentum_average(
                 self.tracked[job.job_id].finish_estimates, now, options.momentum
             )
-            rho = (now + remaining / share) / target if target > 0 else 1.0
+            rho = self._rho(now, remaining / share, target, job.arrival_time)
             outlook.append(
                 JobOutlook(
-                    job.job_id, job.scale_factor, epochs_done, remaining, epoch_s, target, rho,
+                    job.job_id,
+                    job.scale_factor,
+                    epochs_done,
+                    remaining,
+                    epoch_s,
+                    target,
+                    rho,
                     self._priority(rho, remaining, problem.round_length_s or 120.0),
                 )
             )
         return outlook
+
+    def _rho(self, now: float, left_at_share: float, target: float, arrival: float) -> float:
+        """Projected finish over the fair-finish target: as Shockwave, in absolute time (a
+        late job's rho barely moves); with `rho_since_arrival`, both measured from arrival."""
+        origin = arrival if self.options.rho_since_arrival else 0.0
+        if target - origin <= 0:
+            return 1.0
+        return (now - origin + left_at_share) / (target - origin)
 
     def _priority(self, rho: float, remaining_s: float, round_length: float) -> float:
         """Shockwave's weight of a job's log utility when the FTF constraint is relaxed."""
@@ -165,7 +179,10 @@ class Shockwave(Policy):
     # Planning.
 
     def _solve(
-        self, problem: PolicyInput, outlook: list[JobOutlook], round_length: float,
+        self,
+        problem: PolicyInput,
+        outlook: list[JobOutlook],
+        round_length: float,
         spec: SolverSpec,
     ) -> Plan | None:
         options = self.options
@@ -188,8 +205,13 @@ class Shockwave(Policy):
                 )
             )
         plan_problem = PlanProblem(
-            tuple(jobs), options.num_rounds, capacity, round_length, options.k,
-            options.bases(), options.log_origin,
+            tuple(jobs),
+            options.num_rounds,
+            capacity,
+            round_length,
+            options.k,
+            options.bases(),
+            options.log_origin,
         )
         plan_spec = replace(
             spec,

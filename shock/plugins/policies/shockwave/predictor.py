@@ -107,4 +107,3 @@ def momentum_average(series: Sequence[tuple[float, float]], now: float, momentum
     weights = [h / total for h in held] if total > 0 else [1.0 / len(series)] * len(series)
     average = sum(w * value for w, (_, value) in zip(weights, series, strict=True))
     return momentum * average + (1.0 - momentum) * series[-1][1]
-

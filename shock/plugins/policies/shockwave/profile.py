@@ -36,7 +36,11 @@ def _batch_sizes(job: PolicyJob) -> list[int] | None:
     if size is None or datasets().samples(model_family_of(job.job_type)) is None:
         return None
     spec = JobSpec(
-        job.job_id, job.job_type, job.total_steps, job.scale_factor, job.arrival_time,
+        job.job_id,
+        job.job_type,
+        job.total_steps,
+        job.scale_factor,
+        job.arrival_time,
         mode=job.mode,
     )
     count = num_epochs(spec)
@@ -47,7 +51,9 @@ def _batch_sizes(job: PolicyJob) -> list[int] | None:
 
 
 def build_profile(
-    job: PolicyJob, table: ThroughputTable | None, worker_types: tuple[str, ...],
+    job: PolicyJob,
+    table: ThroughputTable | None,
+    worker_types: tuple[str, ...],
     measured_rate: float,
 ) -> JobProfile:
     """The job's profile, from its state when first seen (initial batch size, total steps)."""
