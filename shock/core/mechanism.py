@@ -383,6 +383,7 @@ class Mechanism:
                     steps_done=j.steps_done,
                     slo=j.spec.slo,
                     entity=j.spec.entity,
+                    mode=j.spec.mode,
                 )
                 for j in jobs
             ),

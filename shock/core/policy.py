@@ -42,6 +42,9 @@ class PolicyJob:
     slo: float | None = None
     # The user or group the job belongs to (hierarchical policies); None: the default entity.
     entity: str | None = None
+    # The trace's adaptation mode (static, accordion, gns): Shockwave plans with the job's
+    # epoch profile, which its adaptation model gives.
+    mode: str = "static"
 
 
 @dataclass(frozen=True, slots=True)

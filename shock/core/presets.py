@@ -19,6 +19,8 @@ class Preset:
     gpus_per_server: int
     selection: str
     preemption_overhead_s: float = 0.0
+    # Charge the overhead also when a job first starts (Shockwave's simulator does).
+    overhead_on_first_start: bool = False
     # N in rho's fair share: "time_averaged" (shock) or "trace" (jobs in the trace, Shockwave).
     rho_contention: str = "time_averaged"
     # Synergy: the policy and placement run every round; jobs finish at round ends.
@@ -61,8 +63,9 @@ PRESETS = {
         name="shockwave",
         description=(
             "Shockwave's simulator (Gavel's mechanism): 120 s rounds, allocation recomputed "
-            "after every arrival or completion, one GPU per server, rho = JCT / (run time "
-            "alone at the job's batch-size schedule x max(1, jobs in trace / GPUs))"
+            "after every arrival or completion, one GPU per server, 20 s lost by a job that "
+            "(re)starts, rho = JCT / (run time alone at the job's batch-size schedule x "
+            "max(1, jobs in trace / GPUs))"
         ),
         round_length_s=120.0,
         min_allocation_interval_s=0.0,
@@ -72,6 +75,10 @@ PRESETS = {
         gpus_per_server=1,
         selection="gavel",
         rho_contention="trace",
+        # Shockwave's simulator: a job that did not run in the previous round loses 20 s of
+        # its round to checkpoint and resume (scheduler.py, "preemption_overhead = 20").
+        preemption_overhead_s=20.0,
+        overhead_on_first_start=True,
     ),
     "synergy": Preset(
         name="synergy",

@@ -146,7 +146,9 @@ def build_request(
         preset=preset.name,
         window=options.window,
         preemption_overhead_s=overhead,
-        overhead_on_first_start=options.overhead_on_first_start,
+        overhead_on_first_start=(
+            options.overhead_on_first_start or preset.overhead_on_first_start
+        ),
         overhead_by_job_type=_overheads(options.overhead_by_job_type),
         seed=options.seed,
         prices=_prices_for(options.prices, cluster.worker_types),

@@ -1,12 +1,18 @@
 """The shockwave policy: plan T rounds ahead for fairness and efficiency of dynamic jobs.
 
-Every round the mechanism asks the policy for the round's order. The policy keeps each job's
-batch-size history (the modes it has been seen at, and epochs done at each), predicts its
-remaining run time (Dirichlet predictor) and its projected finish-time fairness rho, and
-re-plans (planner.py) on arrivals, on completions and every few rounds. A plan gives each job
-a number of rounds in the window; each round, jobs with rounds left run first (those planned
-for every round left of the window, then the others, highest rho first),
-and every other job follows by rho so idle GPUs are filled (work-conserving).
+Follows Shockwave's scheduler (scheduler/shockwave.py and its simulator's use of it):
+
+- every job has an epoch profile (profile.py) and epoch progress; its remaining run time is
+  the Dirichlet posterior of predictor.py;
+- when jobs arrive or finish, each job's finish time at a uniform share is re-estimated and
+  appended to its series; its fair-finish target is the series' momentum average;
+- a plan (planner.py) is solved when jobs arrive or finish, after `replan_every_rounds`
+  rounds, or when the window runs out: first with every job held to its target (FTF); if
+  that is infeasible, without it and with each job's log utility weighted by its priority
+  rho^lambda (rho = (now + remaining / share) / target, above rho_max), its rounds ranked by
+  priority;
+- each round runs the jobs the plan has for it, then fills idle GPUs with the other jobs,
+  longest predicted remaining run time first (work-conserving).
 """
 
 from __future__ import annotations
@@ -17,33 +23,30 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from shock.core.epochs import datasets, job_type_with_batch_size, steps_per_epoch
 from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
-from shock.core.model import batch_size_of, model_family_of
-from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, ProblemClass
+from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
 from shock.core.policy_options import typed_options
 from shock.core.solver import SolverSpec
-from shock.core.throughputs import ThroughputTable
 from shock.plugins.policies.shockwave.options import ShockwaveOptions
-from shock.plugins.policies.shockwave.planner import PlanJob, PlanProblem, solve_plan
+from shock.plugins.policies.shockwave.planner import Plan, PlanJob, PlanProblem, solve_plan
 from shock.plugins.policies.shockwave.predictor import (
-    ModeObservations,
-    attained_alone_s,
+    JobProfile,
     calibration_factor,
-    observations_from,
-    predicted_remaining_s,
+    momentum_average,
+    posterior_remaining_s,
+    uniform_share,
 )
+from shock.plugins.policies.shockwave.profile import build_profile, epoch_steps
 
 
 @dataclass(slots=True)
-class _JobHistory:
-    """What the policy has seen of one job."""
+class _Tracked:
+    """What the policy keeps about one job."""
 
-    epoch_duration_by_mode: dict[int, float]  # table epoch duration at each candidate mode
-    epochs_by_mode: dict[int, float] = field(default_factory=dict)
-    last_mode: int | None = None
-    last_epochs_done: float = 0.0
+    profile: JobProfile
+    # (time, finish-time estimate at a uniform share), one per re-estimation.
+    finish_estimates: list[tuple[float, float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,57 +55,27 @@ class JobOutlook:
 
     job_id: int
     gpus: int
-    progress: float
-    progress_per_round: float
+    epochs_done: int
     remaining_s: float
-    rho: float
+    epoch_s: float  # mean epoch duration so far (the plan's run time per planned epoch)
+    target_s: float  # fair-finish target (momentum average of the estimates)
+    rho: float  # (now + remaining / share) / target
+    priority: float
 
 
 @dataclass(slots=True)
 class ShockwaveStats:
     plans: int = 0
     plans_with_ftf_constraint: int = 0
-    plans_failed: int = 0  # solver found no plan in time: the round goes by rho only
-
-
-def _epoch_steps(job: PolicyJob, batch_size: int | None) -> float:
-    """Steps per epoch; a job of unknown dataset counts as one epoch."""
-    model = model_family_of(job.job_type)
-    if batch_size is None or datasets().samples(model) is None:
-        return float(max(job.total_steps, 1))
-    return float(steps_per_epoch(model, batch_size))
-
-
-def _candidate_modes(
-    job: PolicyJob, batch_size: int | None, table: ThroughputTable | None, measured: float
-) -> dict[int, float]:
-    """Epoch duration (s, alone, fastest type) at every batch size the job could move to:
-    its current one and every larger one of its model in the table."""
-    steps = _epoch_steps(job, batch_size)
-    if batch_size is None or table is None:
-        return {batch_size or 0: steps / measured if measured > 0 else math.inf}
-    model = model_family_of(job.job_type)
-    modes: dict[int, float] = {}
-    for (job_type, scale_factor), per_type in table.isolated.items():
-        if scale_factor != job.scale_factor or not job_type.startswith(model + " "):
-            continue
-        size = batch_size_of(job_type)
-        rate = max(per_type.values(), default=0.0)
-        if size is None or size < batch_size or rate <= 0:
-            continue
-        if job_type != job_type_with_batch_size(model, size):
-            continue
-        modes[size] = _epoch_steps(job, size) / rate
-    if batch_size not in modes:
-        modes[batch_size] = steps / measured if measured > 0 else math.inf
-    return modes
+    plans_failed: int = 0  # no plan in the time limit: the round is filled by remaining time
+    rankings_by_greedy: int = 0  # the ranking MILP found nothing; greedy placed the rounds
 
 
 class Shockwave(Policy):
     name = "shockwave"
     description = (
-        "Shockwave: T-round plan maximising FTF-weighted Nash social welfare of predicted "
-        "progress of dynamic jobs, minus k x the longest predicted remaining time"
+        "Shockwave: T-round plan maximising the (priority-weighted) Nash welfare of epoch "
+        "progress minus k x the longest remaining time, held to finish-time fairness"
     )
     problem_class = ProblemClass.MILP
     reallocate_every_round = True
@@ -110,10 +83,11 @@ class Shockwave(Policy):
 
     def __init__(self, options: ShockwaveOptions | None = None) -> None:
         self.options = options or ShockwaveOptions()
-        self.history: dict[int, _JobHistory] = {}
-        self.quota: dict[int, int] = {}  # rounds left for each job in the current plan
-        self.rounds_since_plan = 0
+        self.tracked: dict[int, _Tracked] = {}
+        self.plan: Plan | None = None
+        self.plan_round = 0  # the plan's round index for the coming round
         self.planned_jobs: frozenset[int] = frozenset()
+        self.estimated_jobs: frozenset[int] = frozenset()
         self.last_outlook: dict[int, JobOutlook] = {}
         self.stats = ShockwaveStats()
 
@@ -125,94 +99,119 @@ class Shockwave(Policy):
 
     # Observing jobs.
 
-    def _observe(self, problem: PolicyInput) -> None:
+    def _track(self, problem: PolicyInput) -> None:
         for index, job in enumerate(problem.jobs):
-            batch_size = batch_size_of(job.job_type)
-            measured = float(problem.throughputs[index].max(initial=0.0))
-            history = self.history.get(job.job_id)
-            if history is None:
-                history = _JobHistory(_candidate_modes(job, batch_size, problem.table, measured))
-                self.history[job.job_id] = history
-            mode = batch_size or 0
-            if mode not in history.epoch_duration_by_mode:  # a mode outside the table
-                history.epoch_duration_by_mode[mode] = _epoch_steps(job, batch_size) / max(
-                    measured, 1e-12
-                )
-            epochs_done = job.steps_done / _epoch_steps(job, batch_size)
-            if history.last_mode is not None:
-                gained = max(0.0, epochs_done - history.last_epochs_done)
-                before = history.epochs_by_mode.get(history.last_mode, 0.0)
-                history.epochs_by_mode[history.last_mode] = before + gained
-            history.last_mode = mode
-            history.last_epochs_done = epochs_done
-        gone = set(self.history) - {job.job_id for job in problem.jobs}
-        for job_id in gone:
-            del self.history[job_id]
+            if job.job_id not in self.tracked:
+                measured = float(problem.throughputs[index].max(initial=0.0))
+                profile = build_profile(job, problem.table, problem.worker_types, measured)
+                self.tracked[job.job_id] = _Tracked(profile)
+        active = {job.job_id for job in problem.jobs}
+        for job_id in set(self.tracked) - active:
+            del self.tracked[job_id]
 
-    def _outlook(self, problem: PolicyInput, round_length: float) -> list[JobOutlook]:
+    def _calibration(self, problem: PolicyInput, index: int, epochs_done: int) -> float:
+        job = problem.jobs[index]
+        profile = self.tracked[job.job_id].profile
+        measured = float(problem.throughputs[index].max(initial=0.0))
+        current = min(epochs_done, profile.epochs - 1)
+        table_rate = epoch_steps(job) / profile.durations_s[current]
+        return calibration_factor(table_rate, measured)
+
+    def _outlook(self, problem: PolicyInput) -> list[JobOutlook]:
         options = self.options
-        total_gpus = float(problem.capacity.sum())
-        contention = max(1.0, len(problem.jobs) / max(total_gpus, 1.0))
-        outlook = []
+        gpus = float(problem.capacity.sum())
+        share = uniform_share(gpus, len(problem.jobs))
+        now = problem.now
+        ids = frozenset(job.job_id for job in problem.jobs)
+        reestimate = ids != self.estimated_jobs
+        progress: list[tuple[int, float, float]] = []
         for index, job in enumerate(problem.jobs):
-            history = self.history[job.job_id]
-            batch_size = batch_size_of(job.job_type)
-            steps = _epoch_steps(job, batch_size)
-            total_epochs = job.total_steps / steps
-            epochs_done = min(job.steps_done / steps, total_epochs)
-            measured = float(problem.throughputs[index].max(initial=0.0))
-            table_duration = history.epoch_duration_by_mode[batch_size or 0]
-            calibration = calibration_factor(steps / table_duration, measured)
-            observations: ModeObservations = observations_from(
-                history.epoch_duration_by_mode, history.epochs_by_mode
+            tracked = self.tracked[job.job_id]
+            epochs_done = min(
+                math.floor(job.steps_done / epoch_steps(job) + 1e-9), tracked.profile.epochs
             )
-            remaining = predicted_remaining_s(
-                observations, total_epochs - epochs_done, options.prior_epochs, calibration
+            calibration = self._calibration(problem, index, epochs_done)
+            remaining = posterior_remaining_s(tracked.profile, epochs_done, calibration)
+            if reestimate:
+                done = tracked.profile.done_s(epochs_done) * calibration
+                estimate = job.arrival_time + (done + remaining) / share
+                tracked.finish_estimates.append((now, estimate))
+            epoch_s = tracked.profile.mean_epoch_s(epochs_done) * calibration
+            progress.append((epochs_done, remaining, epoch_s))
+        self.estimated_jobs = ids
+        outlook = []
+        for job, (epochs_done, remaining, epoch_s) in zip(problem.jobs, progress, strict=True):
+            target = momentum_average(
+                self.tracked[job.job_id].finish_estimates, now, options.momentum
             )
-            alone = attained_alone_s(observations) * calibration + remaining
-            elapsed = problem.now - job.arrival_time
-            rho = (elapsed + remaining) / (alone * contention) if alone > 0 else 1.0
-            epoch_s = steps / measured if measured > 0 else math.inf
+            rho = self._rho(now, remaining / share, target, job.arrival_time)
             outlook.append(
                 JobOutlook(
-                    job_id=job.job_id,
-                    gpus=job.scale_factor,
-                    progress=epochs_done / total_epochs if total_epochs > 0 else 1.0,
-                    progress_per_round=round_length / epoch_s / total_epochs,
-                    remaining_s=remaining,
-                    rho=rho,
+                    job.job_id,
+                    job.scale_factor,
+                    epochs_done,
+                    remaining,
+                    epoch_s,
+                    target,
+                    rho,
+                    self._priority(rho, remaining, problem.round_length_s or 120.0),
                 )
             )
         return outlook
 
+    def _rho(self, now: float, left_at_share: float, target: float, arrival: float) -> float:
+        """Projected finish over the fair-finish target: as Shockwave, in absolute time (a
+        late job's rho barely moves); with `rho_since_arrival`, both measured from arrival."""
+        origin = arrival if self.options.rho_since_arrival else 0.0
+        if target - origin <= 0:
+            return 1.0
+        return (now - origin + left_at_share) / (target - origin)
+
+    def _priority(self, rho: float, remaining_s: float, round_length: float) -> float:
+        """Shockwave's weight of a job's log utility when the FTF constraint is relaxed."""
+        options = self.options
+        if rho <= options.rho_max:
+            return 1.0
+        power = options.near_done_power if remaining_s < round_length else options.lambda_
+        # rho^power in logs, capped (rho^100 overflows the solver's numeric range)
+        return math.exp(min(power * math.log(rho), math.log(options.max_priority)))
+
     # Planning.
 
-    def _plan(
-        self, outlook: list[JobOutlook], capacity: int, round_length: float, spec: SolverSpec
-    ) -> float | None:
-        """Solve a new plan and set the quotas from it; return its objective (None if the
-        solver found no plan)."""
+    def _solve(
+        self,
+        problem: PolicyInput,
+        outlook: list[JobOutlook],
+        round_length: float,
+        spec: SolverSpec,
+    ) -> Plan | None:
         options = self.options
-        share_jobs = max(len(outlook), 1)
+        capacity = int(problem.capacity.sum())
+        share = uniform_share(float(capacity), len(outlook))
+        window_end = problem.now + options.num_rounds * round_length
         jobs = []
-        for job in outlook:
-            unfair = job.rho > options.rho_threshold
-            fair_rounds = math.ceil(
-                options.num_rounds * min(1.0, capacity / (share_jobs * job.gpus))
-            )
+        for job, seen in zip(problem.jobs, outlook, strict=True):
+            tracked = self.tracked[job.job_id]
             jobs.append(
                 PlanJob(
                     job_id=job.job_id,
-                    gpus=job.gpus,
-                    progress=job.progress,
-                    progress_per_round=job.progress_per_round,
-                    remaining_s=job.remaining_s,
-                    weight=job.rho**options.lambda_ if unfair else 1.0,
-                    ftf_min_rounds=fair_rounds if unfair and options.ftf_constraint else 0,
+                    gpus=job.scale_factor,
+                    epochs=float(tracked.profile.epochs),
+                    epochs_done=float(seen.epochs_done),
+                    epoch_s=seen.epoch_s,
+                    remaining_s=seen.remaining_s,
+                    priority=seen.priority,
+                    ftf_slack_s=(options.rho_max * seen.target_s - window_end) * share,
                 )
             )
-        problem = PlanProblem(
-            tuple(jobs), options.num_rounds, capacity, round_length, options.k, options.log_pieces
+        plan_problem = PlanProblem(
+            tuple(jobs),
+            options.num_rounds,
+            capacity,
+            round_length,
+            options.k,
+            options.bases(),
+            options.log_origin,
         )
         plan_spec = replace(
             spec,
@@ -221,50 +220,62 @@ class Shockwave(Policy):
         )
         self.stats.plans += 1
         try:
-            plan = solve_plan(problem, plan_spec, try_ftf=options.ftf_constraint)
+            plan = solve_plan(plan_problem, plan_spec, options.ftf_constraint, options.ranking)
         except SolverError:
             self.stats.plans_failed += 1
-            self.quota = {}
             return None
         self.stats.plans_with_ftf_constraint += plan.ftf_enforced
-        self.quota = {job_id: plan.rounds_of(job_id) for job_id in plan.job_ids}
-        return plan.objective
+        self.stats.rankings_by_greedy += not plan.ranked_by_milp
+        return plan
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         options = self.options
         round_length = options.round_length_s or problem.round_length_s or 120.0
-        capacity = int(problem.capacity.sum())
-        self._observe(problem)
-        outlook = self._outlook(problem, round_length)
+        self._track(problem)
+        outlook = self._outlook(problem)
         self.last_outlook = {job.job_id: job for job in outlook}
-        job_ids = frozenset(job.job_id for job in outlook)
-        self.rounds_since_plan += 1
+        ids = frozenset(job.job_id for job in outlook)
         objective = None
-        if job_ids != self.planned_jobs or self.rounds_since_plan >= options.replan_every_rounds:
-            objective = self._plan(outlook, capacity, round_length, solver)
-            self.planned_jobs = job_ids
-            self.rounds_since_plan = 0
-        by_priority = sorted(outlook, key=lambda job: (-job.rho, job.job_id))
-        # Jobs planned for every round left in the window come first (replans would otherwise
-        # defer a low-rho job's rounds for ever), then the planned jobs by rho.
-        rounds_left = max(options.num_rounds - self.rounds_since_plan, 1)
-        planned = sorted(
-            (job for job in by_priority if self.quota.get(job.job_id, 0) > 0),
-            key=lambda job: self.quota[job.job_id] < rounds_left,
+        if (
+            self.plan is None
+            or ids != self.planned_jobs
+            or self.plan_round >= min(options.replan_every_rounds, options.num_rounds)
+        ):
+            self.plan = self._solve(problem, outlook, round_length, solver)
+            self.planned_jobs = ids
+            self.plan_round = 0
+            objective = self.plan.objective if self.plan is not None else None
+        planned: list[int] = []
+        if self.plan is not None:
+            column = self.plan.rounds[:, self.plan_round]
+            planned = [
+                job_id
+                for job_id, runs in zip(self.plan.job_ids, column, strict=True)
+                if runs > 0.5 and job_id in ids
+            ]
+        self.plan_round += 1
+        # Idle GPUs go to the other jobs, longest predicted remaining run time first.
+        chosen = set(planned)
+        fill = sorted(
+            (job for job in outlook if job.job_id not in chosen),
+            key=lambda job: (-job.remaining_s, job.job_id),
         )
-        left = capacity
-        planned_now: list[int] = []
-        for job in planned:
-            if job.gpus <= left:
-                left -= job.gpus
-                planned_now.append(job.job_id)
-                self.quota[job.job_id] -= 1
-        chosen = set(planned_now)
-        order = (*planned_now, *(job.job_id for job in by_priority if job.job_id not in chosen))
+        order = (*planned, *(job.job_id for job in fill))
+        return self._allocation(problem, order, objective)
+
+    @staticmethod
+    def _allocation(
+        problem: PolicyInput, order: tuple[int, ...], objective: float | None
+    ) -> Allocation:
+        """The round's order, and a time fraction of 1 for the jobs it fits (gangs whole)."""
         keys = tuple(job.job_id for job in problem.jobs)
+        gpus = {job.job_id: job.scale_factor for job in problem.jobs}
+        left = int(problem.capacity.sum())
         fractions = np.zeros((len(keys), len(problem.worker_types)))
-        for row, job_id in enumerate(keys):
-            if job_id in chosen:
+        for job_id in order:
+            if gpus[job_id] <= left:
+                left -= gpus[job_id]
+                row = keys.index(job_id)
                 fractions[row, int(np.argmax(problem.throughputs[row]))] = 1.0
         return Allocation(keys, problem.worker_types, fractions, objective, order)
 

@@ -1,78 +1,109 @@
-"""Bayesian prediction of a dynamic job's remaining run time from its batch-size modes.
+"""What the shockwave policy predicts about a job: its remaining run time and its fair finish.
 
-A job's future epochs are spread over batch-size modes (the batch sizes its model has in the
-throughput table, from its initial one up). The share of epochs at each mode has a Dirichlet
-prior with `prior_epochs` pseudo-epochs per mode; every epoch observed at a mode adds one.
-The predicted remaining run time is remaining epochs x the posterior-mean epoch duration, where
-each mode's epoch duration is ceil(samples / bs) / isolated throughput, calibrated by the ratio
-of the table's throughput to the measured one at the job's current mode.
+Shockwave's scheduler knows each job's epoch profile (batch size and isolated duration of
+every epoch, from its adaptation model) and its epoch progress. The remaining run time is a
+Dirichlet posterior over the batch-size modes of the profile:
+
+- prior: E / M pseudo-epochs for each of the M modes of the job's E-epoch profile;
+- observed: the modes of the profile's first p + 1 epochs (p = epochs done);
+- the posterior's expected epochs per mode over the whole job, E x concentration / sum, less
+  the epochs already seen at that mode (while at least one whole epoch is left of it);
+- remaining run time = sum over modes of those epochs x the mode's mean epoch duration,
+  scaled by (E - p) / max(E - p, int(expected epochs + 1)).
+
+The job's finish-time estimate at a uniform share is arrival + (run time of the epochs done
++ remaining) / min(1, GPUs / jobs); the policy keeps a series of them, re-estimated when jobs
+arrive or finish, and compares plans with their momentum average.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
+
+# Shockwave re-calibrates profiled epoch durations only when the measured work strays more
+# than 40% from the profile (JobMetaData.calibrate_profiled_epoch_duration).
+CALIBRATION_TOLERANCE = 0.4
 
 
 @dataclass(frozen=True, slots=True)
-class ModeObservations:
-    """Epochs observed at each batch-size mode, and each mode's table epoch duration (s)."""
+class JobProfile:
+    """A job's batch size and isolated duration (s, fastest worker type) in every epoch."""
 
-    modes: tuple[int, ...]
-    epoch_duration_s: tuple[float, ...]
-    observed_epochs: tuple[float, ...]
+    batch_sizes: tuple[int, ...]
+    durations_s: tuple[float, ...]
 
+    def __post_init__(self) -> None:
+        if len(self.batch_sizes) != len(self.durations_s) or not self.batch_sizes:
+            raise ValueError("a profile needs one batch size and one duration per epoch")
 
-def posterior_shares(observed_epochs: Sequence[float], prior_epochs: float) -> list[float]:
-    """Posterior mean of the Dirichlet over modes: (prior + observed) / total."""
-    weights = [prior_epochs + max(0.0, count) for count in observed_epochs]
-    total = sum(weights)
-    if total <= 0:
-        return [1.0 / len(weights)] * len(weights)
-    return [w / total for w in weights]
+    @property
+    def epochs(self) -> int:
+        return len(self.batch_sizes)
 
+    def mean_duration_by_mode(self) -> dict[int, float]:
+        sums: dict[int, float] = {}
+        counts: Counter[int] = Counter(self.batch_sizes)
+        for size, duration in zip(self.batch_sizes, self.durations_s, strict=True):
+            sums[size] = sums.get(size, 0.0) + duration
+        return {size: sums[size] / counts[size] for size in sums}
 
-def predicted_epoch_duration_s(
-    observations: ModeObservations, prior_epochs: float, calibration: float = 1.0
-) -> float:
-    """Expected duration of one future epoch."""
-    shares = posterior_shares(observations.observed_epochs, prior_epochs)
-    mean = sum(s * d for s, d in zip(shares, observations.epoch_duration_s, strict=True))
-    return mean * calibration
+    def done_s(self, epochs_done: int) -> float:
+        """Isolated run time of the first `epochs_done` epochs."""
+        return sum(self.durations_s[: max(0, epochs_done)])
 
-
-def predicted_remaining_s(
-    observations: ModeObservations,
-    remaining_epochs: float,
-    prior_epochs: float,
-    calibration: float = 1.0,
-) -> float:
-    return max(0.0, remaining_epochs) * predicted_epoch_duration_s(
-        observations, prior_epochs, calibration
-    )
+    def mean_epoch_s(self, epochs_done: int) -> float:
+        """Mean duration of the epochs up to the current one (Shockwave's planned-time rate)."""
+        upto = self.durations_s[: min(max(0, epochs_done) + 1, self.epochs)]
+        return sum(upto) / len(upto)
 
 
-def attained_alone_s(observations: ModeObservations) -> float:
-    """Run time alone of the epochs done so far, at the modes they ran at."""
-    return sum(
-        e * d
-        for e, d in zip(observations.observed_epochs, observations.epoch_duration_s, strict=True)
-    )
+def posterior_remaining_s(profile: JobProfile, epochs_done: int, calibration: float = 1.0) -> float:
+    """Predicted isolated run time left after `epochs_done` epochs (see the module text)."""
+    total = profile.epochs
+    left = total - epochs_done
+    if left <= 0:
+        return 0.0
+    modes = sorted(set(profile.batch_sizes))
+    seen = Counter(profile.batch_sizes[: epochs_done + 1])
+    concentration = {mode: total / len(modes) + seen[mode] for mode in modes}
+    scale = total / sum(concentration.values())
+    expected_left: dict[int, float] = {}
+    for mode in modes:
+        whole = concentration[mode] * scale
+        expected_left[mode] = whole - min(seen[mode], math.floor(whole))
+    durations = profile.mean_duration_by_mode()
+    runtime = sum(expected_left[mode] * durations[mode] for mode in modes)
+    inflated = max(int(sum(expected_left.values()) + 1), left)
+    return runtime * left / inflated * calibration
 
 
 def calibration_factor(table_rate: float, measured_rate: float) -> float:
-    """Measured epochs take table_rate / measured_rate times the table's duration."""
+    """Measured epochs take table_rate / measured_rate times the profile's duration; within
+    Shockwave's 40% tolerance the profile is trusted as it is."""
     if table_rate <= 0 or measured_rate <= 0:
         return 1.0
-    return table_rate / measured_rate
+    ratio = table_rate / measured_rate
+    return 1.0 if abs(1.0 / ratio - 1.0) <= CALIBRATION_TOLERANCE else ratio
 
 
-def observations_from(
-    durations_by_mode: Mapping[int, float], epochs_by_mode: Mapping[int, float]
-) -> ModeObservations:
-    modes = tuple(sorted(durations_by_mode))
-    return ModeObservations(
-        modes,
-        tuple(durations_by_mode[m] for m in modes),
-        tuple(epochs_by_mode.get(m, 0.0) for m in modes),
-    )
+def uniform_share(gpus: float, jobs: int) -> float:
+    """Each job's share of the cluster when every job gets the same: min(1, GPUs / jobs)."""
+    return min(1.0, gpus / max(jobs, 1))
+
+
+def momentum_average(series: Sequence[tuple[float, float]], now: float, momentum: float) -> float:
+    """Shockwave's fair-finish target from a series of (time, finish-time estimate): the
+    estimates averaged by how long each held (up to `now`), mixed with the latest one as
+    momentum x average + (1 - momentum) x latest."""
+    if not series:
+        raise ValueError("no finish-time estimate yet")
+    times = [t for t, _ in series] + [max(now, series[-1][0])]
+    held = [b - a for a, b in pairwise(times)]
+    total = sum(held)
+    weights = [h / total for h in held] if total > 0 else [1.0 / len(series)] * len(series)
+    average = sum(w * value for w, (_, value) in zip(weights, series, strict=True))
+    return momentum * average + (1.0 - momentum) * series[-1][1]

@@ -1,0 +1,78 @@
+"""A job's epoch profile as Shockwave's scheduler sees it: the batch size its adaptation model
+gives each epoch, and each epoch's isolated duration at that batch size.
+
+Shockwave hands its scheduler these profiles (the pickle its profile generator writes); shock
+builds the same from the job's trace columns: `num_epochs = ceil(total_steps /
+ceil(samples / initial batch size))`, the batch sizes of the job's adaptation plugin, and
+duration = ceil(samples / bs) / the fastest isolated throughput at bs and the job's scale factor.
+"""
+
+from __future__ import annotations
+
+import math
+
+from shock.core.epochs import datasets, job_type_with_batch_size, num_epochs, steps_per_epoch
+from shock.core.errors import ShockError
+from shock.core.model import JobSpec, batch_size_of, model_family_of
+from shock.core.plugins import default_registry
+from shock.core.policy import PolicyJob
+from shock.core.throughputs import ThroughputTable
+from shock.plugins.policies.shockwave.predictor import JobProfile
+
+# A job of a model without a known dataset is counted in this many equal pseudo-epochs.
+PSEUDO_EPOCHS = 100
+
+
+def epoch_steps(job: PolicyJob) -> float:
+    """Steps per epoch at the job's current batch size (pseudo-epochs without a dataset)."""
+    model, size = model_family_of(job.job_type), batch_size_of(job.job_type)
+    if size is None or datasets().samples(model) is None:
+        return max(job.total_steps / PSEUDO_EPOCHS, 1e-9)
+    return float(steps_per_epoch(model, size))
+
+
+def _batch_sizes(job: PolicyJob) -> list[int] | None:
+    size = batch_size_of(job.job_type)
+    if size is None or datasets().samples(model_family_of(job.job_type)) is None:
+        return None
+    spec = JobSpec(
+        job.job_id,
+        job.job_type,
+        job.total_steps,
+        job.scale_factor,
+        job.arrival_time,
+        mode=job.mode,
+    )
+    count = num_epochs(spec)
+    try:
+        return list(default_registry().get("adaptation", job.mode).batch_sizes(spec, count))
+    except ShockError:  # an adaptation mode no plugin provides: the job stays as it is
+        return [size] * count
+
+
+def build_profile(
+    job: PolicyJob,
+    table: ThroughputTable | None,
+    worker_types: tuple[str, ...],
+    measured_rate: float,
+) -> JobProfile:
+    """The job's profile, from its state when first seen (initial batch size, total steps)."""
+    sizes = _batch_sizes(job)
+    if sizes is None or not sizes:
+        per_epoch = job.total_steps / PSEUDO_EPOCHS / measured_rate if measured_rate > 0 else 1.0
+        return JobProfile((0,) * PSEUDO_EPOCHS, (per_epoch,) * PSEUDO_EPOCHS)
+    model = model_family_of(job.job_type)
+    by_size: dict[int, float] = {}
+    for size in set(sizes):
+        rate = 0.0
+        if table is not None:
+            job_type = job_type_with_batch_size(model, size)
+            rate = max(table.throughput(job_type, job.scale_factor, w) for w in worker_types)
+        if rate <= 0 and size == batch_size_of(job.job_type):
+            rate = measured_rate
+        by_size[size] = steps_per_epoch(model, size) / rate if rate > 0 else math.inf
+    if any(math.isinf(d) for d in by_size.values()):  # a batch size the table lacks
+        known = [d for d in by_size.values() if not math.isinf(d)]
+        fallback = min(known) if known else 1.0
+        by_size = {s: fallback if math.isinf(d) else d for s, d in by_size.items()}
+    return JobProfile(tuple(sizes), tuple(by_size[s] for s in sizes))
