@@ -22,7 +22,7 @@ from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import UnitKey
 from shock.core.resource_placement import ResourceGrant, ResourceRequest, ServerResources
 from shock.plugins.placement.synergy import TunePlacement, _ResourcePlacement, place_tuned
-from shock.resources.books import Books, ServerBook, constant
+from shock.resources.books import Books, ServerBook, capped_best_case, constant
 from shock.resources.catalog import profile_for
 from shock.resources.cells import Cell, candidate_cells
 
@@ -58,7 +58,7 @@ class OptPlacement(_ResourcePlacement):
         largest = max((len(s.gpus) for s in servers), default=0)
         for request in requests:
             if request.scale_factor > largest:
-                place_tuned(books, request, allow_spread=True)
+                place_tuned(books, request)
         small = [r for r in requests if r.scale_factor <= largest]
         choices = self._choices(books, small, tuned)
         for request in small:
@@ -71,7 +71,7 @@ class OptPlacement(_ResourcePlacement):
             books.take(request, [(book, gpus)], constant((cell.cpus_per_gpu, cell.mem_gb_per_gpu)))
         for request in small:
             if request.key not in books.placed:
-                place_tuned(books, request, allow_spread=True)
+                place_tuned(books, request)
         grants = books.grants()
         if _score(tuned) > _score(grants) + 1e-9:
             return tuned
@@ -131,7 +131,8 @@ class OptPlacement(_ResourcePlacement):
             for s, book in enumerate(books):
                 if len(book.free_gpus) < n:
                     continue
-                for cell in candidate_cells(profile, book.fair_per_gpu):
+                capped = capped_best_case(profile, n)(book)
+                for cell in candidate_cells(profile, book.fair_per_gpu, capped):
                     if (
                         cell.cpus_per_gpu * n <= book.free_cpus + 1e-9
                         and cell.mem_gb_per_gpu * n <= book.free_mem + 1e-9
