@@ -42,6 +42,11 @@ class PolicyJob:
     slo: float | None = None
     # The user or group the job belongs to (hierarchical policies); None: the default entity.
     entity: str | None = None
+    # Seconds the job has held GPUs so far (Synergy's LAS counts this, not work done).
+    time_run_s: float = 0.0
+    # Its speed relative to the table's throughput: the last round's resource grant if it ran
+    # then, else what the placement aims to give it (1 without a resource-aware placement).
+    speed: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,12 @@ from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import UnitKey
 from shock.core.resource_placement import ResourceGrant, ResourceRequest, ServerResources
-from shock.plugins.placement.synergy import TunePlacement, _ResourcePlacement, place_tuned
+from shock.plugins.placement.synergy import (
+    TunePlacement,
+    _ResourcePlacement,
+    nominal_best_speed,
+    place_tuned,
+)
 from shock.resources.books import Books, ServerBook, capped_best_case, constant
 from shock.resources.catalog import profile_for
 from shock.resources.cells import Cell, candidate_cells
@@ -76,6 +81,9 @@ class OptPlacement(_ResourcePlacement):
         if _score(tuned) > _score(grants) + 1e-9:
             return tuned
         return grants
+
+    def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
+        return nominal_best_speed(job_type, scale_factor, server)
 
     def _choices(
         self,
@@ -262,9 +270,7 @@ def _identical_neighbours(books: list[ServerBook]) -> list[tuple[int, int]]:
             book.server.memory_gb / len(book.server.gpus),
         )
         by_state.setdefault(state, []).append(index)
-    return [
-        (group[k], group[k + 1]) for group in by_state.values() for k in range(len(group) - 1)
-    ]
+    return [(group[k], group[k + 1]) for group in by_state.values() for k in range(len(group) - 1)]
 
 
 def _gpus_on(book: ServerBook, request: ResourceRequest) -> tuple[int, ...]:

@@ -59,6 +59,9 @@ class GreedyPlacement(_ResourcePlacement):
     ) -> dict[UnitKey, ResourceGrant]:
         return _each_with(servers, requests, best_case)
 
+    def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
+        return profile_for(job_type).speedup
+
 
 def _each_with(
     servers: list[ServerResources],
@@ -93,10 +96,10 @@ class TunePlacement(_ResourcePlacement):
 
     def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
         """The speed tune aims for: the job's best case, capped at one server."""
-        return _nominal_best_speed(job_type, scale_factor, server)
+        return nominal_best_speed(job_type, scale_factor, server)
 
 
-def _nominal_best_speed(job_type: str, scale_factor: int, server: ServerResources) -> float:
+def nominal_best_speed(job_type: str, scale_factor: int, server: ServerResources) -> float:
     profile = profile_for(job_type)
     book = ServerBook(server, list(server.gpus), server.cpus, server.memory_gb)
     return profile.speed(*capped_best_case(profile, scale_factor)(book))
