@@ -114,9 +114,12 @@ def main() -> None:
     trace = Trace(generated, source=f"synergy-{jobs}", format="synergy")
     rows: list[Row] = []
     for policy in args.policies.split(","):
+        # "ftf@synergy_order=true": a policy with --policy-option values after '@'.
+        name, _, option_text = policy.partition("@")
         for placement in args.placements.split(","):
             options = RunOptions(
-                policy=policy,
+                policy=name,
+                policy_options=tuple(option_text.split(";")) if option_text else (),
                 cluster="synergy-128",
                 preset="synergy",
                 placement=placement,

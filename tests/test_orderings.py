@@ -147,6 +147,12 @@ def test_ftf_runs_the_job_furthest_behind() -> None:
     assert running(p, policy("ftf").allocate(p, SolverSpec())) == {1}
 
 
+def test_ftf_synergy_order_runs_the_least_behind_first() -> None:
+    p = single_type([job(0, 100, arrival=900.0), job(1, 100, arrival=0.0)], capacity=1)
+    synergy = policy("ftf").with_options({"synergy_order": "true"})
+    assert running(p, synergy.allocate(p, SolverSpec())) == {0}
+
+
 def test_drf_prefers_the_smaller_dominant_share() -> None:
     # res18's best case is 9 CPUs per GPU (3x the fair share): its dominant share is CPU.
     p = single_type([job(0, 100, model="res18"), job(1, 100, model="gnmt")], capacity=1)

@@ -13,7 +13,8 @@ placements) and attained service is the time it has held GPUs, whatever speed it
 - `srsf`: shortest remaining service (remaining time x GPUs) first.
 - `las`: least attained service (seconds run x GPUs) first.
 - `ftf`: finish-time fairness: the largest ratio of (time since arrival + remaining time) to the
-  job's isolated run time at the fair share first (the jobs furthest behind).
+  job's isolated run time at the fair share first (the jobs furthest behind);
+  `--policy-option synergy_order=true` sorts the other way, as Synergy's simulator does.
 - `drf`: dominant resource fairness: the smallest dominant share of the job's best-case demand
   (GPUs, CPUs, memory; CPUs and memory against Synergy's 3 CPUs and 62.5 GB per GPU) first.
 - `tetris`: packing: repeatedly the job whose best-case demand vector aligns best with the free
@@ -23,11 +24,14 @@ placements) and attained service is the time it has held GPUs, whatever speed it
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput
+from shock.core.policy_options import typed_options
 from shock.core.resource_placement import DEFAULT_CPUS_PER_GPU, DEFAULT_MEM_GB_PER_GPU
 from shock.core.solver import SolverSpec
 from shock.resources.catalog import profile_for
@@ -126,9 +130,23 @@ class LeastAttainedService(OrderingPolicy):
         return sorted(chosen, key=lambda row: -problem.jobs[row].scale_factor)
 
 
+@dataclass(frozen=True)
+class FtfOptions:
+    # Synergy's `ftf_synergy_new.py` sorts by rho ascending (least behind first); True
+    # reproduces that. The default runs the jobs furthest behind first, as finish-time
+    # fairness intends.
+    synergy_order: bool = False
+
+
 class FinishTimeFairnessOrder(OrderingPolicy):
     name = "ftf"
     description = "finish-time fairness order: the jobs furthest behind their isolated time first"
+
+    def __init__(self, options: FtfOptions | None = None) -> None:
+        self.options = options or FtfOptions()
+
+    def with_options(self, values: Mapping[str, str]) -> FinishTimeFairnessOrder:
+        return FinishTimeFairnessOrder(typed_options(self.options, values, self.name))
 
     def order(self, problem: PolicyInput) -> list[int]:
         best = problem.throughputs.max(axis=1, initial=0.0)
@@ -136,7 +154,7 @@ class FinishTimeFairnessOrder(OrderingPolicy):
         isolated = totals / np.where(best > 0, best, np.inf)
         finish = problem.times_since_arrival + remaining_time(problem)
         rho = finish / np.where(isolated > 0, isolated, np.inf)
-        return _sorted_rows(problem, -rho)
+        return _sorted_rows(problem, rho if self.options.synergy_order else -rho)
 
 
 def demand_shares(problem: PolicyInput) -> np.ndarray:
