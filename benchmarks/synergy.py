@@ -103,13 +103,24 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--placements", default=",".join(PLACEMENTS))
+    parser.add_argument(
+        "--random-classes",
+        action="store_true",
+        help="draw each job's class and model at random (not Synergy's balanced assignment)",
+    )
     parser.add_argument("--no-hetero", action="store_true", help="skip the heterogeneous run")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     console = Console()
     jobs = args.jobs or (100 if args.quick else 300)
     window = parse_window(args.window) or (jobs // 3, 2 * jobs // 3)
-    workload = SynergyWorkload(jobs, jobs_per_hour=9.0, class_split=(20, 70, 10), seed=args.seed)
+    workload = SynergyWorkload(
+        jobs,
+        jobs_per_hour=9.0,
+        class_split=(20, 70, 10),
+        seed=args.seed,
+        balanced_classes=not args.random_classes,
+    )
     generated = tuple(generate_synergy_jobs(workload))
     trace = Trace(generated, source=f"synergy-{jobs}", format="synergy")
     rows: list[Row] = []
