@@ -87,9 +87,7 @@ def generate_synergy_jobs(workload: SynergyWorkload) -> list[JobSpec]:
     return jobs
 
 
-def _class_furthest_below_share(
-    assigned: dict[str, int], split: tuple[float, float, float]
-) -> str:
+def _class_furthest_below_share(assigned: dict[str, int], split: tuple[float, float, float]) -> str:
     total = sum(assigned.values())
     shares = [part / sum(split) for part in split]
 
