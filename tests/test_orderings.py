@@ -12,7 +12,7 @@ from shock.core.plugins import default_registry
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
 from shock.core.solver import SolverSpec
 
-NAMES = ["srtf", "srsf", "las", "ftf", "drf", "tetris"]
+NAMES = ["fifo_skip", "srtf", "srsf", "las", "ftf", "drf", "tetris"]
 MODELS = ["res18", "gnmt", "m5", "alexnet", "lstm"]
 
 
@@ -80,8 +80,12 @@ def job(
     gpus: int = 1,
     model: str = "gnmt",
     arrival: float = 0.0,
+    ran_s: float | None = None,
+    speed: float = 1.0,
 ) -> PolicyJob:
-    return PolicyJob(job_id, model, gpus, 1.0, arrival, total, done)
+    # At rate 1 a job has run as many seconds as steps it has done, unless told otherwise.
+    ran = done if ran_s is None else ran_s
+    return PolicyJob(job_id, model, gpus, 1.0, arrival, total, done, time_run_s=ran, speed=speed)
 
 
 def running(p: PolicyInput, allocation: Allocation) -> set[int]:
@@ -107,10 +111,46 @@ def test_las_runs_the_least_attained_gpu_time() -> None:
     assert running(p, policy("las").allocate(p, SolverSpec())) == {1, 2}
 
 
+def test_las_counts_time_run_not_work_done() -> None:
+    # Job 0 ran 100 s at 3x (300 steps); job 1 ran 200 s at 1x (200 steps). Synergy's LAS
+    # counts the time: job 0 has attained less.
+    jobs = [job(0, 1000, done=300, ran_s=100, speed=3.0), job(1, 1000, done=200, ran_s=200)]
+    assert running(
+        single_type(jobs, capacity=1),
+        policy("las").allocate(single_type(jobs, capacity=1), SolverSpec()),
+    ) == {0}
+
+
+def test_las_places_its_chosen_jobs_largest_first() -> None:
+    jobs = [job(0, 100, done=1), job(1, 100, done=2, gpus=4), job(2, 100, done=3, gpus=2)]
+    allocation = policy("las").allocate(single_type(jobs, capacity=8), SolverSpec())
+    assert allocation.round_order == (1, 2, 0)
+
+
+def test_srtf_uses_the_current_speed() -> None:
+    # 1000 steps at 2.5x (400 s) are shorter than 500 steps at 1x.
+    jobs = [job(0, 1000, speed=2.5), job(1, 500)]
+    p = single_type(jobs, capacity=1)
+    assert running(p, policy("srtf").allocate(p, SolverSpec())) == {0}
+
+
+def test_fifo_skip_lets_a_later_job_past_one_that_does_not_fit() -> None:
+    jobs = [job(0, 100, gpus=8, arrival=0.0), job(1, 100, gpus=1, arrival=5.0)]
+    p = single_type(jobs, capacity=4)
+    assert running(p, policy("fifo_skip").allocate(p, SolverSpec())) == {1}
+    assert running(p, policy("fifo").allocate(p, SolverSpec())) == set()
+
+
 def test_ftf_runs_the_job_furthest_behind() -> None:
     # Same remaining work; job 1 arrived long ago (waited), so it is further behind.
     p = single_type([job(0, 100, arrival=900.0), job(1, 100, arrival=0.0)], capacity=1)
     assert running(p, policy("ftf").allocate(p, SolverSpec())) == {1}
+
+
+def test_ftf_synergy_order_runs_the_least_behind_first() -> None:
+    p = single_type([job(0, 100, arrival=900.0), job(1, 100, arrival=0.0)], capacity=1)
+    synergy = policy("ftf").with_options({"synergy_order": "true"})
+    assert running(p, synergy.allocate(p, SolverSpec())) == {0}
 
 
 def test_drf_prefers_the_smaller_dominant_share() -> None:

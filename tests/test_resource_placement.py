@@ -206,3 +206,85 @@ def test_mechanism_scales_rates_by_the_grant() -> None:
     language = assignments[1].grant
     assert language is not None
     assert language.cpus == pytest.approx(2.0)  # its best case: 1 CPU per GPU
+
+
+@SETTINGS
+@given(instances())
+def test_tune_gives_the_capped_best_case_or_at_most_the_fair_share(instance: Instance) -> None:
+    """Synergy's tune knows two allocations: a job's best case (capped at one server) or the
+    fair share; a job cut back keeps less than the fair share only where its best case is."""
+    servers, requests = instance
+    by_id = {s.server_id: s for s in servers}
+    grants = TunePlacement().place_with_resources(servers, requests)
+    for request in requests:
+        profile = profile_for(request.job_type)
+        for part in grants[request.key].parts:
+            server, count = by_id[part.server_id], len(part.gpus)
+            cpus, memory = part.cpus / count, part.memory_gb / count
+            best = (
+                min(profile.best_cpus_per_gpu, server.cpus / request.scale_factor),
+                min(profile.best_mem_gb_per_gpu, server.memory_gb / request.scale_factor),
+            )
+            if request.scale_factor <= len(server.gpus) and (cpus, memory) == pytest.approx(best):
+                continue
+            assert cpus <= server.fair_cpus_per_gpu + 1e-9
+            assert memory <= server.fair_mem_gb_per_gpu + 1e-9
+
+
+def test_tune_caps_the_best_case_at_one_server() -> None:
+    # res18 wants 9 CPUs per GPU: 36 for 4 GPUs, more than the server's 24 (Synergy caps it).
+    server = ServerResources(0, tuple(range(8)), 24.0, 500.0)
+    grant = TunePlacement().place_with_resources([server], [ResourceRequest(0, 4, "res18", None)])
+    assert grant[0].cpus == pytest.approx(24.0)
+    assert grant[0].speed == pytest.approx(profile_for("res18").speed(6.0, 62.5))
+    assert TunePlacement().nominal_speed("res18", 4, server) == pytest.approx(grant[0].speed)
+
+
+def test_tune_spreads_a_best_case_over_servers() -> None:
+    # Two servers with one GPU each free: the 2-GPU res18 gets 9 CPUs on each, as Synergy's
+    # placement takes any GPUs where the per-GPU demand fits.
+    servers = [ServerResources(k, tuple(range(4 * k, 4 * k + 4)), 24.0, 500.0) for k in range(2)]
+    requests = [ResourceRequest(10 + gpu, 1, "gnmt", (gpu,)) for gpu in (0, 1, 2, 4, 5, 6)] + [
+        ResourceRequest(2, 2, "res18", None)
+    ]
+    grants = TunePlacement().place_with_resources(servers, requests)
+    assert len(grants[2].parts) == 2
+    assert [part.cpus for part in grants[2].parts] == [9.0, 9.0]
+    assert grants[2].speed == pytest.approx(2.4)
+
+
+def test_tune_cuts_back_the_peer_with_most_cpus_per_gpu_first() -> None:
+    # alexnet holds 12 CPUs and res18 9 (21 of 24); m5 then needs its fair 3 + 3: Synergy's
+    # order cuts alexnet (most CPUs per GPU) back to the fair share and leaves res18 alone.
+    server = ServerResources(0, tuple(range(8)), 24.0, 500.0)
+    requests = [
+        ResourceRequest(0, 1, "res18", None),
+        ResourceRequest(1, 1, "alexnet", None),
+        ResourceRequest(2, 2, "m5", None),
+    ]
+    grants = TunePlacement().place_with_resources([server], requests)
+    assert grants[0].cpus == 9.0
+    assert grants[1].cpus == 3.0
+    assert grants[2].cpus == pytest.approx(6.0)
+    check_capacities([server], requests, grants)
+
+
+def test_policies_see_time_run_and_the_granted_speed() -> None:
+    cluster = cluster_from_option("synergy-128")
+    mechanism = Mechanism(
+        cluster,
+        default_registry().get("policy", "las"),
+        SolverSpec(),
+        TunePlacement(),
+        default_throughputs(),
+        MechanismConfig(round_length_s=300.0),
+    )
+    mechanism.admit(JobSpec(0, "ResNet-18 (batch size 32)", 10**6))
+    mechanism.admit(JobSpec(1, "LM (batch size 20)", 10**6))
+    before = {j.job_id: j for j in mechanism._policy_input(0.0).jobs}
+    assert before[0].speed == 1.0 and before[0].time_run_s == 0.0  # nothing placed yet
+    for assignment in mechanism.plan_round(0.0):
+        mechanism.credit(assignment, assignment.rate * 300.0, 300.0)
+    after = {j.job_id: j for j in mechanism._policy_input(300.0).jobs}
+    assert after[0].speed == pytest.approx(2.4)
+    assert after[0].time_run_s == after[1].time_run_s == 300.0

@@ -77,6 +77,18 @@ def test_generator_follows_synergys_workload_model() -> None:
     assert {j.scale_factor for j in single} == {1}
 
 
+def test_classes_are_balanced_and_models_take_turns_as_in_synergy() -> None:
+    jobs = generate_synergy_jobs(SynergyWorkload(100, class_split=(20, 70, 10), seed=4))
+    profiles = synergy_profiles()
+    classes = Counter(profiles[j.job_type].job_class for j in jobs)
+    assert classes == {"image": 20, "language": 70, "speech": 10}
+    image = [j.job_type for j in jobs if profiles[j.job_type].job_class == "image"]
+    assert image[:6] == ["alexnet", "res18", "res50", "mobilenet", "shufflenet", "alexnet"]
+    assert all(j.arrival_time == int(j.arrival_time) for j in jobs)  # whole seconds
+    drawn = generate_synergy_jobs(SynergyWorkload(100, seed=4, balanced_classes=False))
+    assert [j.job_type for j in drawn] != [j.job_type for j in jobs]
+
+
 def test_derived_throughput_is_one_iteration_per_iter_time() -> None:
     jobs = generate_synergy_jobs(SynergyWorkload(30, seed=2))
     table = synergy_throughput_table(jobs, ["v100"])

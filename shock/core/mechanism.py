@@ -69,6 +69,8 @@ class JobState:
     rates: list[float]  # isolated steps/s per worker-type column
     unconsolidated_rates: list[float]
     steps_done: float = 0.0
+    time_run_s: float = 0.0  # seconds it has held GPUs, over all rounds
+    speed: float = 1.0  # see PolicyJob.speed
     time_so_far: list[float] = field(default_factory=list)
     deficit: list[float] = field(default_factory=list)
     allocation: list[float] | None = None
@@ -156,6 +158,7 @@ class Mechanism:
         self.server_of_gpu: dict[int, int] = {}
         self.resource_aware = getattr(placement, "resource_aware", False)
         self.resource_servers: list[list[ServerResources]] = [[] for _ in self.worker_types]
+        self._nominal_speeds: dict[tuple[str, int, int], float] = {}
         next_gpu = 0
         for server in cluster.servers():
             gpus = list(range(next_gpu, next_gpu + server.num_gpus))
@@ -243,6 +246,7 @@ class Mechanism:
         unit.time_so_far[assignment.column] += exec_s
         self.worker_time[assignment.column] += exec_s
         if type(unit) is JobState:  # a job alone: the common case, kept lean
+            unit.time_run_s += exec_s
             unit.steps_done += steps if isinstance(steps, int | float) else steps[0]
             if unit.steps_done >= unit.total_steps:
                 self._remove(unit)
@@ -251,6 +255,7 @@ class Mechanism:
         per_member = (steps,) if isinstance(steps, int | float) else steps
         finished = []
         for job, done in zip(unit.members, per_member, strict=True):
+            job.time_run_s += exec_s
             job.steps_done += done
             if job.steps_done >= job.total_steps:
                 finished.append(job)
@@ -384,6 +389,8 @@ class Mechanism:
                     slo=j.spec.slo,
                     entity=j.spec.entity,
                     mode=j.spec.mode,
+                    time_run_s=j.time_run_s,
+                    speed=j.speed,
                 )
                 for j in jobs
             ),
@@ -521,6 +528,8 @@ class Mechanism:
         previous = self.previous_round
         hold = self.config.hold_unallocated_jobs
         extends_leases = getattr(self.placement, "extends_leases", False)
+        if self.resource_aware:
+            self._reset_speeds()
         for column in order:
             runnable = chosen[column]
             if hold:
@@ -578,10 +587,29 @@ class Mechanism:
             if grant is None:
                 continue
             gpus = grant.gpus
+            if isinstance(unit, JobState):
+                unit.speed = grant.speed
             assignment = self._assignment(unit, column, gpus, last_gpus.get(unit.key) == gpus)
             rates = tuple(rate * grant.speed for rate in assignment.rates)
             placed.append(assignment._replace(rates=rates, grant=grant))
         return placed
+
+    def _reset_speeds(self) -> None:
+        """Every job's speed back to what the placement aims for (Synergy resets each job's
+        speedup before every round); the round's grants then overwrite it."""
+        nominal = getattr(self.placement, "nominal_speed", None)
+        for job in self.active.values():
+            if nominal is None:
+                job.speed = 1.0
+                continue
+            column = max(range(len(job.rates)), key=lambda c: job.rates[c])
+            servers = self.resource_servers[column]
+            key = (job.spec.job_type, job.scale_factor, column)
+            speed = self._nominal_speeds.get(key)
+            if speed is None:
+                speed = nominal(job.spec.job_type, job.scale_factor, servers[0]) if servers else 1.0
+                self._nominal_speeds[key] = speed
+            job.speed = speed
 
     def _assignment(self, unit: Unit, column: int, gpus: tuple[int, ...], kept: bool) -> Assignment:
         if isinstance(unit, JobState):

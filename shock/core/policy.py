@@ -45,6 +45,11 @@ class PolicyJob:
     # The trace's adaptation mode (static, accordion, gns): Shockwave plans with the job's
     # epoch profile, which its adaptation model gives.
     mode: str = "static"
+    # Seconds the job has held GPUs so far (Synergy's LAS counts this, not work done).
+    time_run_s: float = 0.0
+    # Its speed relative to the table's throughput: the last round's resource grant if it ran
+    # then, else what the placement aims to give it (1 without a resource-aware placement).
+    speed: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -182,3 +182,20 @@ def constant(demand: PerGpu) -> Callable[[ServerBook], PerGpu]:
 
 def best_case(profile: ResourceProfile) -> Callable[[ServerBook], PerGpu]:
     return constant((profile.best_cpus_per_gpu, profile.best_mem_gb_per_gpu))
+
+
+def capped_best_case(profile: ResourceProfile, gpus: int) -> Callable[[ServerBook], PerGpu]:
+    """The best case, capped so the whole unit's demand fits one server; a unit larger than a
+    server gets the fair share (Synergy's simulator caps a job's demand at `per_server_size`
+    the same way, `jobs/workload.py` `add_synergy_profile`)."""
+
+    def per_gpu(book: ServerBook) -> PerGpu:
+        server = book.server
+        if gpus > len(server.gpus):
+            return book.fair_per_gpu
+        return (
+            min(profile.best_cpus_per_gpu, server.cpus / gpus),
+            min(profile.best_mem_gb_per_gpu, server.memory_gb / gpus),
+        )
+
+    return per_gpu

@@ -1,7 +1,7 @@
 """The CPU x memory amounts per GPU a placement chooses from: the profile matrix's axes plus
 the server's fair share, with dominated cells (no faster than a cell using no more of either
-resource) left out. `tune` and `opt` choose from the same cells, so `opt` can always do what
-`tune` does."""
+resource) left out. `opt` chooses from these plus `tune`'s capped best case, so it can always
+do what `tune` does on one server."""
 
 from __future__ import annotations
 
@@ -18,10 +18,16 @@ class Cell(NamedTuple):
 
 
 @cache
-def candidate_cells(profile: ResourceProfile, fair: tuple[float, float]) -> tuple[Cell, ...]:
-    """Non-dominated cells, cheapest first."""
-    cpu_values = sorted({*profile.cpu_axis, fair[0]})
-    mem_values = sorted({*profile.mem_axis, fair[1]})
+def candidate_cells(
+    profile: ResourceProfile,
+    fair: tuple[float, float],
+    extra: tuple[float, float] | None = None,
+) -> tuple[Cell, ...]:
+    """Non-dominated cells, cheapest first. `extra` adds one more point to both axes (tune's
+    best case capped at a server), so tune's choice is always one of the cells."""
+    points = [fair] if extra is None else [fair, extra]
+    cpu_values = sorted({*profile.cpu_axis, *(p[0] for p in points)})
+    mem_values = sorted({*profile.mem_axis, *(p[1] for p in points)})
     cells = [Cell(c, m, profile.speed(c, m)) for c in cpu_values for m in mem_values]
     kept = [
         cell

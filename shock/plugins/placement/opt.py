@@ -22,8 +22,13 @@ from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import UnitKey
 from shock.core.resource_placement import ResourceGrant, ResourceRequest, ServerResources
 from shock.core.solver import quiet_highs_banner
-from shock.plugins.placement.synergy import TunePlacement, _ResourcePlacement, place_tuned
-from shock.resources.books import Books, ServerBook, constant
+from shock.plugins.placement.synergy import (
+    TunePlacement,
+    _ResourcePlacement,
+    nominal_best_speed,
+    place_tuned,
+)
+from shock.resources.books import Books, ServerBook, capped_best_case, constant
 from shock.resources.catalog import profile_for
 from shock.resources.cells import Cell, candidate_cells
 
@@ -59,7 +64,7 @@ class OptPlacement(_ResourcePlacement):
         largest = max((len(s.gpus) for s in servers), default=0)
         for request in requests:
             if request.scale_factor > largest:
-                place_tuned(books, request, allow_spread=True)
+                place_tuned(books, request)
         small = [r for r in requests if r.scale_factor <= largest]
         choices = self._choices(books, small, tuned)
         for request in small:
@@ -72,11 +77,14 @@ class OptPlacement(_ResourcePlacement):
             books.take(request, [(book, gpus)], constant((cell.cpus_per_gpu, cell.mem_gb_per_gpu)))
         for request in small:
             if request.key not in books.placed:
-                place_tuned(books, request, allow_spread=True)
+                place_tuned(books, request)
         grants = books.grants()
         if _score(tuned) > _score(grants) + 1e-9:
             return tuned
         return grants
+
+    def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
+        return nominal_best_speed(job_type, scale_factor, server)
 
     def _choices(
         self,
@@ -132,7 +140,8 @@ class OptPlacement(_ResourcePlacement):
             for s, book in enumerate(books):
                 if len(book.free_gpus) < n:
                     continue
-                for cell in candidate_cells(profile, book.fair_per_gpu):
+                capped = capped_best_case(profile, n)(book)
+                for cell in candidate_cells(profile, book.fair_per_gpu, capped):
                     if (
                         cell.cpus_per_gpu * n <= book.free_cpus + 1e-9
                         and cell.mem_gb_per_gpu * n <= book.free_mem + 1e-9
@@ -263,9 +272,7 @@ def _identical_neighbours(books: list[ServerBook]) -> list[tuple[int, int]]:
             book.server.memory_gb / len(book.server.gpus),
         )
         by_state.setdefault(state, []).append(index)
-    return [
-        (group[k], group[k + 1]) for group in by_state.values() for k in range(len(group) - 1)
-    ]
+    return [(group[k], group[k + 1]) for group in by_state.values() for k in range(len(group) - 1)]
 
 
 def _gpus_on(book: ServerBook, request: ResourceRequest) -> tuple[int, ...]:

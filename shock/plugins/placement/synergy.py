@@ -4,10 +4,10 @@ Units arrive in the mechanism's priority order; each is placed in turn.
 
 - `proportional`: GPU-proportional share (each GPU brings its server's CPUs and memory per GPU).
 - `greedy`: the job's best-case demand, or the job does not run this round.
-- `tune`: the best-case demand where it fits on one server; else the GPUs alone, with the
-  fastest cell that the server's free resources allow if that is at least as fast as the fair
-  share, else exactly the fair share, reclaimed from jobs placed earlier that hold more than
-  theirs. No job ever runs slower than at its GPU-proportional share.
+- `tune`: Synergy-TUNE as its simulator does it: the best-case demand (capped at one server)
+  wherever it fits; else the fair share; else the fair share (or a smaller best case) made
+  room for by cutting jobs placed earlier back to their fair share. A job runs at its best
+  case or at no less than its GPU-proportional share.
 """
 
 from __future__ import annotations
@@ -17,9 +17,16 @@ from collections.abc import Callable
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import UnitKey
 from shock.core.resource_placement import ResourceGrant, ResourceRequest, ServerResources
-from shock.resources.books import EPSILON, Books, PerGpu, ServerBook, best_case, fair_share
+from shock.resources.books import (
+    EPSILON,
+    Books,
+    PerGpu,
+    ServerBook,
+    best_case,
+    capped_best_case,
+    fair_share,
+)
 from shock.resources.catalog import profile_for
-from shock.resources.cells import Cell, candidate_cells
 from shock.resources.profiles import ResourceProfile
 
 
@@ -52,6 +59,9 @@ class GreedyPlacement(_ResourcePlacement):
     ) -> dict[UnitKey, ResourceGrant]:
         return _each_with(servers, requests, best_case)
 
+    def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
+        return profile_for(job_type).speedup
+
 
 def _each_with(
     servers: list[ServerResources],
@@ -72,83 +82,86 @@ def _each_with(
 class TunePlacement(_ResourcePlacement):
     name = "tune"
     description = (
-        "best-case CPUs and memory where they fit, else at least the fair share, reclaimed "
-        "from jobs holding more (Synergy-TUNE)"
+        "best-case CPUs and memory where they fit, else the fair share, taken back from jobs "
+        "holding more if need be (Synergy-TUNE)"
     )
 
     def place_with_resources(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
         books = Books(servers)
-        largest = max((len(s.gpus) for s in servers), default=0)
         for request in requests:
-            place_tuned(books, request, allow_spread=request.scale_factor > largest)
+            place_tuned(books, request)
         return books.grants()
 
+    def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
+        """The speed tune aims for: the job's best case, capped at one server."""
+        return nominal_best_speed(job_type, scale_factor, server)
 
-def place_tuned(books: Books, request: ResourceRequest, allow_spread: bool) -> bool:
-    """Tune's step for one unit; False if its GPUs fit nowhere."""
+
+def nominal_best_speed(job_type: str, scale_factor: int, server: ServerResources) -> float:
+    profile = profile_for(job_type)
+    book = ServerBook(server, list(server.gpus), server.cpus, server.memory_gb)
+    return profile.speed(*capped_best_case(profile, scale_factor)(book))
+
+
+def place_tuned(books: Books, request: ResourceRequest) -> bool:
+    """Synergy-TUNE's steps for one unit (its simulator's `_tune`); False if its GPUs fit
+    nowhere.
+
+    1. The best-case demand per GPU (capped at one server), on any servers where it fits.
+    2. If that asks more than the fair share of a resource: the fair share, anywhere it fits.
+    3. Else, on the servers its GPUs are taken from, units placed earlier are cut back to the
+       fair share (in Synergy's order, see `_cut_back_peers`) until its demand (the fair share,
+       or its own smaller best case) fits.
+    A unit thus runs at its best case or at no less than its GPU-proportional share."""
     profile = profile_for(request.job_type)
-    choice = books.choose_gpus(request, best_case(profile), allow_spread=allow_spread)
+    best = capped_best_case(profile, request.scale_factor)
+    choice = books.choose_gpus(request, best)
     if choice is not None:
-        books.take(request, choice, best_case(profile), profile)
+        books.take(request, choice, best, profile)
         return True
+    demand = best
+    if any(_above_fair(best(book), book) for book in books.books):
+        demand = fair_share
+        choice = books.choose_gpus(request, demand)
+        if choice is not None:
+            books.take(request, choice, demand, profile)
+            return True
     choice = books.choose_gpus(request, None)
     if choice is None:
         return False
-    cells = {book.server.server_id: _cell_for(book, profile, len(gpus)) for book, gpus in choice}
-
-    def per_gpu(book: ServerBook) -> tuple[float, float]:
-        cell = cells[book.server.server_id]
-        return cell.cpus_per_gpu, cell.mem_gb_per_gpu
-
-    books.take(request, choice, per_gpu, profile)
+    for book, gpus in choice:
+        cpus, memory = demand(book)
+        _cut_back_peers(book, cpus * len(gpus) - book.free_cpus, memory * len(gpus) - book.free_mem)
+    books.take(request, choice, demand, profile)
     return True
 
 
-def _cell_for(book: ServerBook, profile: ResourceProfile, gpus: int) -> Cell:
-    """The fastest cell that fits in what is free, if no slower than the fair share; else
-    reclaim from others down to their fair share until this unit's fair share fits."""
-    fair = book.fair_per_gpu
-    cells = candidate_cells(profile, fair)
-    fair_speed = profile.speed(*fair)
-    fitting = _fitting(cells, book, gpus)
-    if fitting is not None and fitting.speed >= fair_speed - EPSILON:
-        return fitting
-    _reclaim(book, fair[0] * gpus - book.free_cpus, fair[1] * gpus - book.free_mem)
-    fitting = _fitting(cells, book, gpus)
-    assert fitting is not None and fitting.speed >= fair_speed - EPSILON  # fair share fits now
-    return fitting
-
-
-def _fitting(cells: tuple[Cell, ...], book: ServerBook, gpus: int) -> Cell | None:
-    best: Cell | None = None
-    for cell in cells:
-        if (
-            cell.cpus_per_gpu * gpus <= book.free_cpus + EPSILON
-            and cell.mem_gb_per_gpu * gpus <= book.free_mem + EPSILON
-            and (best is None or cell.speed > best.speed)
-        ):
-            best = cell
-    return best
-
-
-def _reclaim(book: ServerBook, cpus_needed: float, mem_needed: float) -> None:
-    """Cut units placed here earlier (latest, i.e. lowest priority, first) to their fair share
-    in each resource they hold more of, until the amounts needed are free."""
+def _above_fair(per_gpu: PerGpu, book: ServerBook) -> bool:
     fair_cpus, fair_mem = book.fair_per_gpu
-    for holding in reversed(book.holdings):
+    return per_gpu[0] > fair_cpus + EPSILON or per_gpu[1] > fair_mem + EPSILON
+
+
+def _cut_back_peers(book: ServerBook, cpus_needed: float, mem_needed: float) -> None:
+    """Cut units on this server back to the fair share (on every server they span), in
+    Synergy's order: units on fewest servers first, then the most CPUs per GPU, then the most
+    memory per GPU, until the amounts needed are free here. A unit below the fair share in a
+    resource keeps what it has there."""
+    peers = sorted(
+        book.holdings,
+        key=lambda h: (len(h.placed.holdings), -h.per_gpu[0], -h.per_gpu[1]),
+    )
+    for holding in peers:
         if cpus_needed <= EPSILON and mem_needed <= EPSILON:
             return
-        count = len(holding.gpus)
-        cpus, memory = holding.cpus, holding.memory_gb
-        if cpus_needed > EPSILON and cpus > fair_cpus * count:
-            cpus_needed -= cpus - fair_cpus * count
-            cpus = fair_cpus * count
-        if mem_needed > EPSILON and memory > fair_mem * count:
-            mem_needed -= memory - fair_mem * count
-            memory = fair_mem * count
-        holding.resize(cpus, memory)
+        before_cpus, before_mem = holding.cpus, holding.memory_gb
+        for part in holding.placed.holdings:
+            fair_cpus, fair_mem = part.book.fair_per_gpu
+            count = len(part.gpus)
+            part.resize(min(part.cpus, fair_cpus * count), min(part.memory_gb, fair_mem * count))
+        cpus_needed -= before_cpus - holding.cpus
+        mem_needed -= before_mem - holding.memory_gb
 
 
 @hookimpl

@@ -3,14 +3,18 @@ a whole worker type (the fastest one with enough free GPUs); a job that fits now
 and later ones may still run. The allocation is recomputed every round, since the order moves
 as jobs progress.
 
-Times are in fair-share-equivalent seconds (steps over the table's throughput on the job's
-fastest type), so the order does not depend on the CPUs and memory a placement grants.
+As in Synergy's simulator, remaining times are at the job's current speed (`PolicyJob.speed`:
+the CPUs and memory of its last grant, or what the placement aims to give it; 1 with GPU-only
+placements) and attained service is the time it has held GPUs, whatever speed it ran at.
 
+- `fifo_skip`: arrival order, later jobs running where an earlier one does not fit (Synergy's
+  FIFO; shock's `fifo` stops the queue at the first job that does not fit).
 - `srtf`: shortest remaining time first.
 - `srsf`: shortest remaining service (remaining time x GPUs) first.
-- `las`: least attained service (time trained x GPUs) first.
+- `las`: least attained service (seconds run x GPUs) first.
 - `ftf`: finish-time fairness: the largest ratio of (time since arrival + remaining time) to the
-  job's isolated run time first (the jobs furthest behind).
+  job's isolated run time at the fair share first (the jobs furthest behind);
+  `--policy-option synergy_order=true` sorts the other way, as Synergy's simulator does.
 - `drf`: dominant resource fairness: the smallest dominant share of the job's best-case demand
   (GPUs, CPUs, memory; CPUs and memory against Synergy's 3 CPUs and 62.5 GB per GPU) first.
 - `tetris`: packing: repeatedly the job whose best-case demand vector aligns best with the free
@@ -20,11 +24,14 @@ fastest type), so the order does not depend on the CPUs and memory a placement g
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput
+from shock.core.policy_options import typed_options
 from shock.core.resource_placement import DEFAULT_CPUS_PER_GPU, DEFAULT_MEM_GB_PER_GPU
 from shock.core.solver import SolverSpec
 from shock.resources.catalog import profile_for
@@ -41,6 +48,7 @@ class OrderingPolicy(Policy):
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         free = problem.capacity.astype(float).copy()
         fractions = np.zeros((len(problem.jobs), len(problem.worker_types)))
+        chosen: list[int] = []
         for row in self.order(problem):
             size = problem.jobs[row].scale_factor
             rates = problem.throughputs[row]
@@ -50,20 +58,31 @@ class OrderingPolicy(Policy):
             column = max(fits, key=lambda w: (rates[w], -w))
             fractions[row, column] = 1.0
             free[column] -= size
+            chosen.append(row)
         keys = tuple(job.job_id for job in problem.jobs)
-        return Allocation(keys, problem.worker_types, fractions)
+        # On one GPU type, the mechanism takes the chosen jobs in this order (the same set), so
+        # a resource-aware placement places them in it, as Synergy's schedulers do. With several
+        # types its in-order walk could pick another type than the fastest, so it is left out.
+        round_order = None
+        if len(problem.worker_types) == 1:
+            round_order = tuple(keys[row] for row in self.placement_order(problem, chosen))
+        return Allocation(keys, problem.worker_types, fractions, round_order=round_order)
+
+    def placement_order(self, problem: PolicyInput, chosen: list[int]) -> list[int]:
+        """The order the chosen rows are placed in: the policy's own by default."""
+        return chosen
 
 
 def remaining_time(problem: PolicyInput) -> np.ndarray:
-    """Seconds left at the job's best throughput."""
-    best = problem.throughputs.max(axis=1, initial=0.0)
+    """Seconds left at the job's best throughput times its current speed."""
+    speed = np.fromiter((j.speed for j in problem.jobs), float, len(problem.jobs))
+    best = problem.throughputs.max(axis=1, initial=0.0) * speed
     return problem.steps_remaining / np.where(best > 0, best, np.inf)
 
 
 def attained_time(problem: PolicyInput) -> np.ndarray:
-    best = problem.throughputs.max(axis=1, initial=0.0)
-    done = np.fromiter((j.steps_done for j in problem.jobs), float, len(problem.jobs))
-    return done / np.where(best > 0, best, np.inf)
+    """Seconds the job has held GPUs (Synergy's `attained_service_time`: time, not work)."""
+    return np.fromiter((j.time_run_s for j in problem.jobs), float, len(problem.jobs))
 
 
 def _sorted_rows(problem: PolicyInput, key: np.ndarray) -> list[int]:
@@ -72,6 +91,14 @@ def _sorted_rows(problem: PolicyInput, key: np.ndarray) -> list[int]:
         range(len(problem.jobs)),
         key=lambda row: (key[row], problem.jobs[row].arrival_time, problem.jobs[row].job_id),
     )
+
+
+class FirstInFirstOutSkip(OrderingPolicy):
+    name = "fifo_skip"
+    description = "arrival order; a job that does not fit is skipped (Synergy's FIFO)"
+
+    def order(self, problem: PolicyInput) -> list[int]:
+        return _sorted_rows(problem, np.zeros(len(problem.jobs)))
 
 
 class ShortestRemainingTime(OrderingPolicy):
@@ -97,10 +124,29 @@ class LeastAttainedService(OrderingPolicy):
     def order(self, problem: PolicyInput) -> list[int]:
         return _sorted_rows(problem, attained_time(problem) * problem.scale_factors)
 
+    def placement_order(self, problem: PolicyInput, chosen: list[int]) -> list[int]:
+        # Synergy's LAS places the jobs it picked largest first (`las_synergy_new.py`, with
+        # tune), so big gangs find whole servers before small jobs fragment them.
+        return sorted(chosen, key=lambda row: -problem.jobs[row].scale_factor)
+
+
+@dataclass(frozen=True)
+class FtfOptions:
+    # Synergy's `ftf_synergy_new.py` sorts by rho ascending (least behind first); True
+    # reproduces that. The default runs the jobs furthest behind first, as finish-time
+    # fairness intends.
+    synergy_order: bool = False
+
 
 class FinishTimeFairnessOrder(OrderingPolicy):
     name = "ftf"
     description = "finish-time fairness order: the jobs furthest behind their isolated time first"
+
+    def __init__(self, options: FtfOptions | None = None) -> None:
+        self.options = options or FtfOptions()
+
+    def with_options(self, values: Mapping[str, str]) -> FinishTimeFairnessOrder:
+        return FinishTimeFairnessOrder(typed_options(self.options, values, self.name))
 
     def order(self, problem: PolicyInput) -> list[int]:
         best = problem.throughputs.max(axis=1, initial=0.0)
@@ -108,7 +154,7 @@ class FinishTimeFairnessOrder(OrderingPolicy):
         isolated = totals / np.where(best > 0, best, np.inf)
         finish = problem.times_since_arrival + remaining_time(problem)
         rho = finish / np.where(isolated > 0, isolated, np.inf)
-        return _sorted_rows(problem, -rho)
+        return _sorted_rows(problem, rho if self.options.synergy_order else -rho)
 
 
 def demand_shares(problem: PolicyInput) -> np.ndarray:
@@ -160,6 +206,7 @@ class Tetris(OrderingPolicy):
 @hookimpl
 def register_policies(register: Register) -> None:
     for policy in (
+        FirstInFirstOutSkip(),
         ShortestRemainingTime(),
         ShortestRemainingService(),
         LeastAttainedService(),
