@@ -15,7 +15,7 @@ from shock.core.errors import InputError
 from shock.core.mechanism import JobState, Mechanism
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, build_request, bundled_trace_path
+from shock.core.runner import RunOptions, bundled_trace_path
 from shock.core.throughputs import load_throughputs
 from shock.plugins.adaptation.artifact_simulator import (
     accordion_target,
