@@ -189,3 +189,22 @@ def test_unknown_rules_are_a_clear_error() -> None:
     jobs = [replace(j, total_steps=100) for j in dynamic_jobs(1)]
     with pytest.raises(InputError, match="artifact-simulator"):
         simulate(jobs, cluster="1:0:0", adaptation_rules="nope")
+
+
+def test_the_cli_flag_selects_the_rules_and_rejects_others() -> None:
+    from typer.testing import CliRunner
+
+    from shock.cli.app import app
+
+    bad = CliRunner().invoke(app, ["run", "--adaptation-rules", "nope", "--quiet"])
+    assert bad.exit_code != 0
+    # The entry point prints the InputError as one line (checked by hand: no traceback).
+    assert "profile, artifact-simulator" in bad.output + str(bad.exception)
+    path = bundled_trace_path("shockwave_220_multigpu_dynamic.trace")
+    good = CliRunner().invoke(
+        app,
+        ["run", "--trace", str(path), "--throughputs", WISR, "--cluster", "64:0:0",
+         "--policy", "max_min_fairness", "--preset", "shockwave",
+         "--adaptation-rules", ARTIFACT, "--quiet"],
+    )
+    assert good.exit_code == 0, good.output
