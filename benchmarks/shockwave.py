@@ -18,7 +18,10 @@ The traces differ, so compare the ratios to LAS, not the absolute numbers. Shock
 artifact simulates the shockwave policy on its canonical trace in about 10 minutes (with
 Gurobi); shock's target is 60 s with HiGHS.
 
-    python benchmarks/shockwave.py [--quick] [--json results.json]
+    python benchmarks/shockwave.py [--quick | --compare-rules] [--json results.json]
+
+`(sim rules)` rows run with `--adaptation-rules artifact-simulator`: batch sizes evolve as in
+Shockwave's round-by-round simulator instead of its profile generator (docs/shockwave.md).
 """
 
 from __future__ import annotations
@@ -72,15 +75,27 @@ def scenarios() -> list[Scenario]:
 
 
 # Shown beside the defaults: shockwave with rho measured from each job's arrival (shock's
-# option; Shockwave's own rho is a ratio of absolute times).
-VARIANTS = {"shockwave rho_since_arrival": ("shockwave", ("rho_since_arrival=true",))}
+# option; Shockwave's own rho is a ratio of absolute times), and shockwave and LAS with batch
+# sizes evolving as in Shockwave's simulator (--adaptation-rules artifact-simulator).
+ARTIFACT_RULES = "artifact-simulator"
+VARIANTS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "shockwave rho_since_arrival": ("shockwave", ("rho_since_arrival=true",), "profile"),
+    "shockwave (sim rules)": ("shockwave", (), ARTIFACT_RULES),
+    "max_min_fairness (sim rules)": ("max_min_fairness", (), ARTIFACT_RULES),
+}
 
 
-def simulate(scenario: Scenario, policy: str, policy_options: tuple[str, ...] = ()) -> RunResult:
+def simulate(
+    scenario: Scenario,
+    policy: str,
+    policy_options: tuple[str, ...] = (),
+    adaptation_rules: str = "profile",
+) -> RunResult:
     registry = default_registry()
     options = RunOptions(
         policy=policy,
         policy_options=policy_options,
+        adaptation_rules=adaptation_rules,
         cluster=scenario.cluster,
         throughputs=str(WISR),
         preset="shockwave",
@@ -103,13 +118,20 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="canonical trace, shockwave and LAS only"
     )
+    parser.add_argument(
+        "--compare-rules",
+        action="store_true",
+        help="both traces, shockwave and LAS under both batch-size rule sets only",
+    )
     parser.add_argument("--json", type=Path, help="write every run's metrics here")
     args = parser.parse_args()
     console = Console(width=140)
     policies = default_registry().names("policy")
     policies = ["shockwave", *VARIANTS] + [p for p in policies if p != "shockwave"]
     if args.quick:
-        policies = ["shockwave", *VARIANTS, "max_min_fairness"]
+        policies = ["shockwave", "max_min_fairness", *VARIANTS]
+    if args.compare_rules:
+        policies = ["shockwave", "max_min_fairness", *(v for v in VARIANTS if "sim rules" in v)]
     documents = []
     for scenario in scenarios()[:1] if args.quick else scenarios():
         table = Table(title=f"{scenario.name}, {scenario.cluster.split(':')[0]} GPUs")
@@ -127,8 +149,8 @@ def main() -> None:
             table.add_column(column, justify="right")
         results = {}
         for policy in policies:
-            name, options = VARIANTS.get(policy, (policy, ()))
-            result = simulate(scenario, name, options)
+            name, options, rules = VARIANTS.get(policy, (policy, (), "profile"))
+            result = simulate(scenario, name, options, rules)
             results[policy] = result
             m = result.metrics
             table.add_row(
@@ -164,6 +186,15 @@ def main() -> None:
             f"{ours.unfair_fraction:.1%} vs {las.unfair_fraction:.1%} (paper: 0.73, 0.88, "
             f"1.78 vs 2.95, 5% vs 25%); shockwave wall {ours.wall_s:.1f} s "
             f"(target < {TARGET_WALL_S:.0f} s: {verdict})"
+        )
+        ours = results["shockwave (sim rules)"].metrics
+        las = results["max_min_fairness (sim rules)"].metrics
+        console.print(
+            f"{scenario.name}, Shockwave's simulator's batch-size rules: shockwave / LAS: "
+            f"makespan {ours.makespan_s / las.makespan_s:.2f}, avg JCT "
+            f"{ours.avg_jct_s / las.avg_jct_s:.2f}, worst rho {ours.worst_ftf_rho:.2f} vs "
+            f"{las.worst_ftf_rho:.2f}, unfair {ours.unfair_fraction:.1%} vs "
+            f"{las.unfair_fraction:.1%}"
         )
     if args.json:
         args.json.write_text(json.dumps(documents, indent=2))

@@ -97,6 +97,13 @@ def run_command(
     preset: Annotated[
         str, typer.Option(help="Semantics preset: default, gavel, shockwave or synergy.")
     ] = "default",
+    adaptation_rules: Annotated[
+        str,
+        typer.Option(
+            help="How Accordion/GNS batch sizes evolve: profile (Shockwave's profile rules) "
+            "or artifact-simulator (Shockwave's round-by-round simulator)."
+        ),
+    ] = "profile",
     time_limit: Annotated[
         float | None, typer.Option(help="Solver time limit per allocation (s).")
     ] = None,
@@ -185,6 +192,7 @@ def run_command(
         policy_options=tuple(policy_option or ()),
         entities=entities,
         entity_weights=entity_weights,
+        adaptation_rules=adaptation_rules,
     )
     registry = default_registry()
     console = make_console()

@@ -48,6 +48,12 @@ class RunConfig:
     # Jobs finish at the end of the round they complete in and rounds last their full length
     # (Synergy's simulator counts progress in whole rounds).
     quantised_rounds: bool = False
+    # How Accordion/GNS batch sizes evolve: "profile" (Shockwave's profile generator, the
+    # default) or "artifact-simulator" (Shockwave's round-by-round simulator).
+    adaptation_rules: str = "profile"
+
+
+ADAPTATION_RULES = ("profile", "artifact-simulator")
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from shock.core.plugins import PluginRegistry, default_registry
 from shock.core.policy_options import parse_policy_options
 from shock.core.presets import get_preset
 from shock.core.results import RunResult
-from shock.core.run import ClusterRuntime, RunConfig, RunRequest
+from shock.core.run import ADAPTATION_RULES, ClusterRuntime, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import Trace, read_trace
@@ -57,6 +57,7 @@ class RunOptions:
     policy_options: tuple[str, ...] = ()
     entities: str | None = None  # "a,b" or a count: jobs assigned round-robin (entities.py)
     entity_weights: str | None = None  # "a=1,b=2"
+    adaptation_rules: str = "profile"  # or "artifact-simulator" (see run.ADAPTATION_RULES)
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -138,6 +139,11 @@ def build_request(
         raise InputError("round length must be > 0", field="--round-length")
     if mechanism.min_allocation_interval_s < 0:
         raise InputError("must be >= 0", field="--min-allocation-interval")
+    if options.adaptation_rules not in ADAPTATION_RULES:
+        raise InputError(
+            f"'{options.adaptation_rules}' is not one of {', '.join(ADAPTATION_RULES)}",
+            field="--adaptation-rules",
+        )
     overhead = pick(options.preemption_overhead_s, preset.preemption_overhead_s)
     if overhead < 0:
         raise InputError("must be >= 0", field="--preemption-overhead")
@@ -156,6 +162,7 @@ def build_request(
         rho_contention=preset.rho_contention,
         entity_weights=None if entities is None else entities.weights,
         quantised_rounds=preset.quantised_rounds,
+        adaptation_rules=options.adaptation_rules,
     )
     return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)
 

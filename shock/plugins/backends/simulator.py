@@ -27,6 +27,7 @@ from shock.core.mechanism import Assignment, Mechanism
 from shock.core.metrics import JobRecord, RunCounters, compute_metrics
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
+from shock.plugins.adaptation.artifact_simulator import ArtifactBatchDynamics
 
 
 class _Hooks:
@@ -72,6 +73,17 @@ class Simulator:
         schedules = batch_schedules(
             jobs, request.registry, request.table, mechanism.worker_types, request.trace.source
         )
+        # Shockwave's simulator's dynamics in place of the schedules (--adaptation-rules).
+        artifact_rules: ArtifactBatchDynamics | None = None
+        if config.adaptation_rules == "artifact-simulator":
+            worker_types = mechanism.worker_types
+
+            def has_throughput(job_type: str, scale_factor: int) -> bool:
+                return any(
+                    request.table.throughput(job_type, scale_factor, w) > 0 for w in worker_types
+                )
+
+            artifact_rules = ArtifactBatchDynamics(jobs, request.registry, has_throughput)
         waiting_for = {
             j.job_id
             for j in jobs
@@ -136,11 +148,17 @@ class Simulator:
                         hooks.job_finished(
                             event=JobFinished(finish, job.job_id, finish - job.arrival_time)
                         )
-                if schedules:
+                if artifact_rules is not None:
+                    for member in assignment.unit.members:
+                        if member.job_id in mechanism.active:
+                            artifact_rules.apply_pending(mechanism, member)
+                elif schedules:
                     for member in assignment.unit.members:
                         schedule = schedules.get(member.job_id)
                         if schedule is not None and member.job_id in mechanism.active:
                             follow_schedule(mechanism, member, schedule)
+            if artifact_rules is not None:
+                artifact_rules.decide(mechanism.active.values())
             if running and hooks.round_ended:
                 hooks.round_ended(
                     event=RoundEnded(now, rounds, len(mechanism.active), len(records))
