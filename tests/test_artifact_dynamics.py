@@ -178,6 +178,7 @@ def test_a_dynamic_trace_runs_under_both_rule_sets(policy: str) -> None:
         )
         assert result.unfinished_jobs == 0
         assert all(math.isfinite(r) for r in result.rhos)
+        assert result.to_document()["adaptation_rules"] == rules
         results[rules] = result
     # The rule sets give different batch-size histories, hence different completions.
     assert [r.completion_s for r in results["profile"].records] != [
@@ -189,6 +190,13 @@ def test_unknown_rules_are_a_clear_error() -> None:
     jobs = [replace(j, total_steps=100) for j in dynamic_jobs(1)]
     with pytest.raises(InputError, match="artifact-simulator"):
         simulate(jobs, cluster="1:0:0", adaptation_rules="nope")
+
+
+def test_the_rules_are_refused_where_real_jobs_adapt() -> None:
+    from shock.core.runner import build_request
+
+    with pytest.raises(InputError, match="simulator only"):
+        build_request(RunOptions(backend="grpc", adaptation_rules=ARTIFACT))
 
 
 def test_the_cli_flag_selects_the_rules_and_rejects_others() -> None:

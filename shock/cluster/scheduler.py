@@ -781,4 +781,5 @@ class ClusterScheduler:
             records=tuple(records),
             rhos=rhos,
             unfinished_jobs=len(self.jobs) - len(records),
+            adaptation_rules="harness",
         )

@@ -27,6 +27,9 @@ class RunResult:
     rhos: np.ndarray
     unfinished_jobs: int = 0
     placement: str = ""
+    # How batch sizes changed: the simulator's rule set ("profile", "artifact-simulator"), or
+    # "harness" where real jobs decided for themselves (grpc backend).
+    adaptation_rules: str = "profile"
 
     def to_document(self) -> dict[str, object]:
         return {
@@ -38,6 +41,7 @@ class RunResult:
             "cluster": self.cluster,
             "preset": self.preset,
             "placement": self.placement,
+            "adaptation_rules": self.adaptation_rules,
             "metrics": {k: _finite_or_none(v) for k, v in asdict(self.metrics).items()},
             "unfinished_jobs": self.unfinished_jobs,
             "jobs": [

@@ -144,6 +144,12 @@ def build_request(
             f"'{options.adaptation_rules}' is not one of {', '.join(ADAPTATION_RULES)}",
             field="--adaptation-rules",
         )
+    if options.adaptation_rules != "profile" and options.backend != "simulator":
+        # Real jobs change their batch size by their own Accordion/GNS logic.
+        raise InputError(
+            "applies to the simulator only; real jobs adapt by themselves",
+            field="--adaptation-rules",
+        )
     overhead = pick(options.preemption_overhead_s, preset.preemption_overhead_s)
     if overhead < 0:
         raise InputError("must be >= 0", field="--preemption-overhead")

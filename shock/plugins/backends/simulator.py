@@ -274,6 +274,7 @@ class Simulator:
             rhos=rhos,
             unfinished_jobs=len(jobs) - len(records),
             placement=request.placement.name,
+            adaptation_rules=config.adaptation_rules,
         )
 
 
