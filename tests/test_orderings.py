@@ -153,6 +153,23 @@ def test_ftf_synergy_order_runs_the_least_behind_first() -> None:
     assert running(p, synergy.allocate(p, SolverSpec())) == {0}
 
 
+@pytest.mark.parametrize(
+    ("preset", "given", "synergy_order"),
+    [
+        ("synergy", (), True),
+        ("synergy", ("synergy_order=false",), False),
+        ("default", (), False),
+    ],
+)
+def test_the_synergy_preset_runs_ftf_in_synergys_order(
+    preset: str, given: tuple[str, ...], synergy_order: bool
+) -> None:
+    from shock.core.runner import RunOptions, build_request
+
+    request = build_request(RunOptions(policy="ftf", preset=preset, policy_options=given))
+    assert request.policy.options.synergy_order is synergy_order  # type: ignore[attr-defined]
+
+
 def test_drf_prefers_the_smaller_dominant_share() -> None:
     # res18's best case is 9 CPUs per GPU (3x the fair share): its dominant share is CPU.
     p = single_type([job(0, 100, model="res18"), job(1, 100, model="gnmt")], capacity=1)

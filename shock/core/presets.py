@@ -26,6 +26,11 @@ class Preset:
     # Synergy: the policy and placement run every round; jobs finish at round ends.
     reallocate_every_round: bool = False
     quantised_rounds: bool = False
+    # Policy options the preset sets, as (policy, "key=value"); --policy-option overrides them.
+    policy_options: tuple[tuple[str, str], ...] = ()
+
+    def options_for(self, policy: str) -> tuple[str, ...]:
+        return tuple(item for name, item in self.policy_options if name == policy)
 
 
 PRESETS = {
@@ -86,7 +91,7 @@ PRESETS = {
             "Synergy's simulator: 300 s rounds, the policy re-run and every job re-placed each "
             "round, a job's progress counted in whole rounds (it finishes at the end of the "
             "round it completes in), GPU-proportional CPUs and memory unless --placement says "
-            "otherwise, no penalty for gangs across servers"
+            "otherwise, no penalty for gangs across servers, ftf in Synergy's order"
         ),
         round_length_s=300.0,
         min_allocation_interval_s=0.0,
@@ -97,6 +102,9 @@ PRESETS = {
         selection="deficit",
         reallocate_every_round=True,
         quantised_rounds=True,
+        # Synergy's ftf runs the lowest rho first; the preset reproduces it so that Synergy's
+        # numbers can be compared (shock's ftf elsewhere runs the highest first).
+        policy_options=(("ftf", "synergy_order=true"),),
     ),
 }
 

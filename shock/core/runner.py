@@ -83,8 +83,12 @@ def build_request(
     registry = registry or default_registry()
     preset = get_preset(options.preset)
     policy = registry.get("policy", options.policy)
-    if options.policy_options:
-        policy = policy.with_options(parse_policy_options(options.policy_options))
+    policy_options = {
+        **parse_policy_options(preset.options_for(policy.name)),
+        **parse_policy_options(options.policy_options),
+    }
+    if policy_options:
+        policy = policy.with_options(policy_options)
     if options.partitions < 1:
         raise InputError(f"must be >= 1, got {options.partitions}", field="--partitions")
     if options.partitions > 1 and not policy.partitionable:
