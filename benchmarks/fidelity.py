@@ -39,13 +39,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from shock.cluster.journal import Journal
 from shock.cluster.timeline import (
     RunTiming,
     average_rates,
+    read_rounds,
     round_lengths,
     run_timings,
     start_overheads,
 )
+from shock.core.events import RoundStarted
+from shock.core.hookspecs import hookimpl
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.results import RunResult
@@ -107,6 +111,33 @@ def first_guess_rates(job_command: tuple[str, ...], gpus: int) -> dict[str, floa
     torch.set_num_threads(1)
     sharing = max(1.0, gpus / (os.cpu_count() or 1))
     return {f: measure_throughput(f, seconds=0.5).steps_per_s / sharing for f in FAMILIES}
+
+
+class RoundRecorder:
+    """A hook plugin: the jobs of every round the simulator plans."""
+
+    def __init__(self) -> None:
+        self.rounds: list[frozenset[int]] = []
+
+    @hookimpl
+    def round_started(self, event: RoundStarted) -> None:
+        self.rounds.append(frozenset(j for ids, _, _ in event.assignments for j in ids))
+
+
+def simulate(options: RunOptions) -> tuple[RunResult, list[frozenset[int]]]:
+    """A simulator run and the jobs of each of its rounds."""
+    registry = default_registry()
+    recorder = RoundRecorder()
+    registry.manager.register(recorder)
+    return run(options, registry), recorder.rounds
+
+
+def cluster_rounds(state_dir: Path) -> list[frozenset[int]]:
+    journal = Journal(state_dir)
+    try:
+        return [frozenset(r.placement) for r in read_rounds(journal)]
+    finally:
+        journal.close()
 
 
 def main() -> None:
@@ -173,19 +204,22 @@ def main() -> None:
         timings = run_timings(measured_dir, own_rates)
         own_overheads = start_overheads(timings)
         lengths = round_lengths(measured_dir)
-        simulate = replace(common, trace=trace, overhead_on_first_start=True)
+        sim_options = replace(common, trace=trace, overhead_on_first_start=True)
         # As the issue asks: the simulator with the throughputs measured in that run, and
         # the per-family (re)launch overheads measured there too.
-        simulated = run(replace(simulate, throughputs=own_table,
-                                overhead_by_job_type=own_overheads))  # fmt: skip
+        simulated, sim_rounds = simulate(replace(
+            sim_options, throughputs=own_table, overhead_by_job_type=own_overheads
+        ))  # fmt: skip
+        real_rounds = cluster_rounds(measured_dir)
         startups = [t.startup_s for t in timings if t.startup_s is not None]
         old_overhead = statistics.fmean(startups) if startups else 0.0
-        old_model = run(replace(simulate, throughputs=own_table,
+        old_model = run(replace(sim_options, throughputs=own_table,
                                 preemption_overhead_s=old_overhead))  # fmt: skip
-        out_of_sample = run(replace(simulate, throughputs=table_path,
+        out_of_sample = run(replace(sim_options, throughputs=table_path,
                                     overhead_by_job_type=overheads))  # fmt: skip
-    report(console, jobs, cluster, simulated, own_overheads)
+    report(console, jobs, cluster, simulated, own_overheads, job_rates(timings), own_rates)
     report_causes(console, timings, calibration_timings)
+    report_order(console, real_rounds, sim_rounds)
     if lengths:
         console.print(
             f"rounds: {len(lengths) + 1}, median length {statistics.median(lengths):.2f} s, "
@@ -226,15 +260,47 @@ def _diff(a: float, b: float) -> float:
     return (a - b) / b if b else float("nan")
 
 
+def job_rates(timings: list[RunTiming]) -> dict[int, float]:
+    """Each job's own average rate over its runs (as `average_rates` per family)."""
+    steps: dict[int, float] = {}
+    seconds: dict[int, float] = {}
+    for timing in timings:
+        if timing.startup_s is None:
+            continue
+        trained = timing.active_s - timing.dispatch_wait_s - timing.startup_s
+        if trained > 0:
+            steps[timing.job_id] = steps.get(timing.job_id, 0.0) + timing.steps
+            seconds[timing.job_id] = seconds.get(timing.job_id, 0.0) + trained
+    return {job_id: steps[job_id] / seconds[job_id] for job_id in steps}
+
+
+def report_order(
+    console: Console, real: list[frozenset[int]], simulated: list[frozenset[int]]
+) -> None:
+    """How often the cluster ran the same jobs in a round as the simulator did."""
+    same = sum(a == b for a, b in zip(real, simulated, strict=False))
+    first = next((i for i, (a, b) in enumerate(zip(real, simulated, strict=False)) if a != b),
+                 None)  # fmt: skip
+    console.print(
+        f"rounds: cluster {len(real)}, simulator {len(simulated)}; same jobs in "
+        f"{same} of {min(len(real), len(simulated))} rounds"
+        + ("" if first is None else f" (first difference in round {first + 1}: cluster "
+           f"{sorted(real[first])}, simulator {sorted(simulated[first])})")
+    )  # fmt: skip
+
+
 def report(
     console: Console,
     jobs: list[TraceJob],
     cluster: RunResult,
     simulated: RunResult,
     overheads: dict[str, float],
+    own_rates: dict[int, float],
+    family_rates: dict[str, float],
 ) -> None:
     table = Table(title="fidelity: gRPC cluster vs simulator (rates and overheads measured)")
-    for column in ("job", "type", "steps", "JCT cluster (s)", "JCT simulator (s)", "diff"):
+    for column in ("job", "type", "steps", "JCT cluster (s)", "JCT simulator (s)", "diff",
+                   "own rate / family rate"):  # fmt: skip
         table.add_column(column, justify="right")
     sim_jct = {r.job_id: r.jct_s for r in simulated.records}
     worst = 0.0
@@ -242,8 +308,11 @@ def report(
         job = jobs[record.job_id]
         diff = _diff(record.jct_s, sim_jct[record.job_id])
         worst = max(worst, abs(diff))
+        family = family_rates.get(job.job_type, 0.0)
+        own = own_rates.get(record.job_id)
         table.add_row(str(record.job_id), job.job_type, str(job.steps), f"{record.jct_s:.1f}",
-                      f"{sim_jct[record.job_id]:.1f}", f"{diff:+.1%}")  # fmt: skip
+                      f"{sim_jct[record.job_id]:.1f}", f"{diff:+.1%}",
+                      "-" if own is None or family <= 0 else f"{own / family:.2f}")  # fmt: skip
     console.print(table)
     console.print("per-(re)launch overhead given to the simulator: " + ", ".join(
         f"{job_type.split(' ')[0]} {seconds:.2f} s" for job_type, seconds in overheads.items()

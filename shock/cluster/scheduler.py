@@ -801,10 +801,13 @@ class ClusterScheduler:
         )
 
     def _exec_seconds(self, job_id: int, now: float) -> float:
+        """The seconds the job held its GPUs this round: from the round's start (its first
+        run of the round; a (re)start's switch-over, process start and restore are its
+        own overhead, as the simulator charges them) until its runs ended."""
         total = 0.0
-        for run_id in self._round_runs.get(job_id, []):
+        for index, run_id in enumerate(self._round_runs.get(job_id, [])):
             run = self.runs[run_id]
-            begin = max(run.started_at or run.launched_at, self._round_start)
+            begin = self._round_start if index == 0 else max(run.launched_at, self._round_start)
             end = min(run.ended_at if run.ended_at is not None else now, now)
             total += max(0.0, end - begin)
         return min(total, now - self._round_start)
