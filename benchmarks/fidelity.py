@@ -1,6 +1,7 @@
 """Fidelity: the same trace on the gRPC cluster and in the simulator, job by job.
 
-Three steps, all on this machine's local workers (2 workers x 2 simulated GPUs by default):
+Three steps, all on this machine's local workers (2 workers, by default with one simulated
+GPU per CPU core, at most 2 each: 2 x 1 on a 2-core machine):
 1. calibrate: a short cluster run (two jobs per family, about one round each, so jobs are
    preempted and relaunched as in the real run) measures each family's rate; the trace's
    jobs are sized from these rates;
@@ -153,7 +154,10 @@ def main() -> None:
         help="length of each calibration job alone (default: one round)",
     )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--gpus-per-worker", type=int, default=2)
+    parser.add_argument(
+        "--gpus-per-worker", type=int, default=None,
+        help="simulated GPUs per worker (default: one CPU core per simulated GPU, at most 2)",
+    )  # fmt: skip
     parser.add_argument("--checkpoint-every", type=float, default=5.0)
     parser.add_argument("--policy", default="max_min_fairness_perf")
     args = parser.parse_args()
@@ -167,6 +171,11 @@ def main() -> None:
     if not 0 < low_s <= high_s:
         sys.exit(f"--job-seconds: need 0 < LOW <= HIGH, got {args.job_seconds!r}")
     job_command = tuple(shlex.split(args.job_command)) if args.job_command else ()
+    cores = os.cpu_count() or 1
+    if args.gpus_per_worker is None:
+        # Jobs on simulated GPUs run on the CPU: with more of them than cores, a job's speed
+        # depends on how many others run, which no per-type rate can express.
+        args.gpus_per_worker = max(1, min(2, cores // args.workers))
     gpus = args.workers * args.gpus_per_worker
     console = Console(width=150)
     console.print(
@@ -174,6 +183,9 @@ def main() -> None:
         f"{os.cpu_count()} CPU cores (load {os.getloadavg()[0]:.1f} at start); round "
         f"{args.round_length:g} s; jobs {low_s:g}-{high_s:g} s alone"
     )
+    if not job_command and gpus > cores:
+        console.print(f"note: {gpus} simulated GPUs share {cores} cores: rates depend on how "
+                      "many jobs run at once")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="shock-fidelity-") as scratch_name:
         scratch = Path(scratch_name)
         common = RunOptions(

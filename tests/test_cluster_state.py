@@ -144,3 +144,17 @@ def test_a_restarted_scheduler_resumes_the_fairness_counters(tmp_path: Path) -> 
     assert _counters(second) == before
     assert (second.mechanism.last_reset_s, second.mechanism.worker_time) == clock  # type: ignore[union-attr]
     second.journal.close()
+
+
+def test_a_job_type_named_without_a_batch_size_keeps_its_type(tmp_path: Path) -> None:
+    """A3C's harness trains at batch size 4, which its Gavel type does not name."""
+    scheduler = _scheduler(tmp_path, [("A3C", 1000)])
+    worker = DrivenWorker(scheduler)
+    _start_round(scheduler)
+    (launch,) = worker.launched()
+    worker.report(launch.run_id, 0, progress=pb.Progress(
+        step=10, steps_per_s=5.0, batch_size=4, target_steps=1000
+    ))  # fmt: skip
+    assert scheduler.jobs[0].job_type == "A3C"
+    assert scheduler.estimates.estimate("A3C", 1, "v100") == 5.0
+    scheduler.journal.close()

@@ -357,7 +357,8 @@ class ClusterScheduler:
             job.step = progress.step
             journal.set_run_step(run.run_id, job.step)
             journal.set_progress(job.job_id, job.step)
-            if progress.batch_size > 0 and progress.batch_size != batch_size_of(job.job_type):
+            current = batch_size_of(job.job_type)  # None: a type named without one (A3C)
+            if current is not None and progress.batch_size not in (0, current):
                 self._change_batch_size(job, progress.batch_size, progress.target_steps)
             if progress.steps_per_s > 0:
                 self._observe_throughput(job, run, progress.steps_per_s)
