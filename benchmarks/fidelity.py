@@ -130,7 +130,10 @@ def simulate(options: RunOptions) -> tuple[RunResult, list[frozenset[int]]]:
     registry = default_registry()
     recorder = RoundRecorder()
     registry.manager.register(recorder)
-    return run(options, registry), recorder.rounds
+    try:
+        return run(options, registry), recorder.rounds
+    finally:
+        registry.manager.unregister(recorder)  # the registry is shared (cached)
 
 
 def cluster_rounds(state_dir: Path) -> list[frozenset[int]]:
@@ -229,6 +232,10 @@ def main() -> None:
                                 preemption_overhead_s=old_overhead))  # fmt: skip
         out_of_sample = run(replace(sim_options, throughputs=table_path,
                                     overhead_by_job_type=overheads))  # fmt: skip
+        per_job = simulate_with_job_rates(
+            replace(common, overhead_on_first_start=True), jobs, job_rates(timings),
+            own_overheads, scratch,
+        )  # fmt: skip
     report(console, jobs, cluster, simulated, own_overheads, job_rates(timings), own_rates)
     report_causes(console, timings, calibration_timings)
     report_order(console, real_rounds, sim_rounds)
@@ -242,7 +249,31 @@ def main() -> None:
     summary(console, "out of sample (rates and overheads from the calibration run: "
             + ", ".join(f"{k.split(' ')[0]} {v:.2f} s" for k, v in overheads.items()) + ")",
             cluster, out_of_sample)  # fmt: skip
+    if per_job is not None:
+        summary(console, "diagnostic only, not the comparison: the simulator given each job's "
+                "own average rate (separates rate noise from scheduling)", cluster, per_job)
     console.print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+
+
+def simulate_with_job_rates(
+    options: RunOptions,
+    jobs: list[TraceJob],
+    rates: dict[int, float],
+    overheads: dict[str, float],
+    scratch: Path,
+) -> RunResult | None:
+    """The simulator with every job its own job type at its own measured rate (a
+    diagnostic: how much of the per-job difference is jobs of one family running at
+    different speeds, e.g. as the neighbours' load moved)."""
+    if any(i not in rates for i in range(len(jobs))):
+        return None
+    own = [replace(job, job_type=f"{job.job_type} [job {i}]") for i, job in enumerate(jobs)]
+    trace = write_trace(scratch / "per_job.trace", own)
+    table = write_rates(scratch / "per_job_rates.json",
+                        {job.job_type: rates[i] for i, job in enumerate(own)})  # fmt: skip
+    by_job = {job.job_type: overheads.get(jobs[i].job_type, 0.0) for i, job in enumerate(own)}
+    return run(replace(options, trace=str(trace), throughputs=table,
+                       overhead_by_job_type=by_job))  # fmt: skip
 
 
 def write_rates(path: Path, rates: dict[str, float]) -> str:
