@@ -163,6 +163,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--checkpoint-every", type=float, default=5.0)
     parser.add_argument("--policy", default="max_min_fairness_perf")
+    parser.add_argument("--keep", help="keep the runs' journals, traces and logs in this directory")
     args = parser.parse_args()
     if args.job_command is None and importlib.util.find_spec("shock.workloads") is None:
         sys.exit("the training harness (shock.workloads) is not installed: pass --job-command")
@@ -190,7 +191,8 @@ def main() -> None:
         console.print(f"note: {gpus} simulated GPUs share {cores} cores: rates depend on how "
                       "many jobs run at once")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="shock-fidelity-") as scratch_name:
-        scratch = Path(scratch_name)
+        scratch = Path(args.keep) if args.keep else Path(scratch_name)
+        scratch.mkdir(parents=True, exist_ok=True)
         common = RunOptions(
             policy=args.policy, cluster=f"v100={gpus}", gpus_per_server=args.gpus_per_worker,
             round_length_s=args.round_length,
