@@ -48,6 +48,7 @@ from shock.cluster.timeline import (
     round_lengths,
     run_timings,
     start_overheads,
+    steady_rates,
 )
 from shock.core.events import RoundStarted
 from shock.core.hookspecs import hookimpl
@@ -234,6 +235,12 @@ def main() -> None:
                                 preemption_overhead_s=old_overhead))  # fmt: skip
         out_of_sample = run(replace(sim_options, throughputs=table_path,
                                     overhead_by_job_type=overheads))  # fmt: skip
+        steady = steady_rates(timings)
+        steady_table = write_rates(scratch / "steady_rates.json",
+                                   {k: v.steps_per_s for k, v in steady.items()})  # fmt: skip
+        steady_overheads = {k: own_overheads.get(k, 0.0) + v.warmup_s for k, v in steady.items()}
+        steady_model = run(replace(sim_options, throughputs=steady_table,
+                                   overhead_by_job_type=steady_overheads))  # fmt: skip
         per_job = simulate_with_job_rates(
             replace(common, overhead_on_first_start=True), jobs, job_rates(timings),
             own_overheads, scratch,
@@ -251,6 +258,9 @@ def main() -> None:
     summary(console, "out of sample (rates and overheads from the calibration run: "
             + ", ".join(f"{k.split(' ')[0]} {v:.2f} s" for k, v in overheads.items()) + ")",
             cluster, out_of_sample)  # fmt: skip
+    summary(console, "steady rate + warm-up per launch (" + ", ".join(
+        f"{k.split(' ')[0]} {v.steps_per_s:.1f}/s + {v.warmup_s:.2f} s" for k, v in steady.items()
+    ) + ")", cluster, steady_model)  # fmt: skip
     if per_job is not None:
         summary(console, "diagnostic only, not the comparison: the simulator given each job's "
                 "own average rate (separates rate noise from scheduling)", cluster, per_job)
