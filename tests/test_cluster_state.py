@@ -158,3 +158,25 @@ def test_a_job_type_named_without_a_batch_size_keeps_its_type(tmp_path: Path) ->
     assert scheduler.jobs[0].job_type == "A3C"
     assert scheduler.estimates.estimate("A3C", 1, "v100") == 5.0
     scheduler.journal.close()
+
+
+def test_a_journal_from_before_the_job_type_columns_still_opens(tmp_path: Path) -> None:
+    import json
+    import sqlite3
+
+    from shock.cluster.journal import Journal
+
+    old = sqlite3.connect(tmp_path / "journal.sqlite")
+    old.execute(
+        "CREATE TABLE jobs (job_id INTEGER PRIMARY KEY, spec TEXT NOT NULL, "
+        "step INTEGER NOT NULL DEFAULT 0, checkpoint_step INTEGER NOT NULL DEFAULT 0, "
+        "checkpoint_path TEXT, batch_size INTEGER, completed_at REAL, completed_by_run INTEGER)"
+    )
+    spec = {"job_id": 0, "job_type": "A3C", "total_steps": 5}
+    old.execute("INSERT INTO jobs (job_id, spec) VALUES (0, ?)", (json.dumps(spec),))
+    old.commit()
+    old.close()
+    journal = Journal(tmp_path)
+    (row,) = journal.jobs()
+    assert (row.spec.job_type, row.job_type, row.target_steps) == ("A3C", None, None)
+    journal.close()

@@ -166,6 +166,11 @@ class Journal:
         # last transactions.
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        # A journal written before jobs had a current type: add the columns (both NULL).
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        for column, kind in (("job_type", "TEXT"), ("target_steps", "INTEGER")):
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         self._db.close()
