@@ -1,6 +1,7 @@
 """Fidelity: the same trace on the gRPC cluster and in the simulator, job by job.
 
-Three steps, all on this machine's local workers (2 workers x 2 simulated GPUs by default):
+Three steps, all on this machine's local workers (2 workers, by default with one simulated
+GPU per CPU core, at most 2 each: 2 x 1 on a 2-core machine):
 1. calibrate: a short cluster run (two jobs per family, about one round each, so jobs are
    preempted and relaunched as in the real run) measures each family's rate; the trace's
    jobs are sized from these rates;
@@ -39,13 +40,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from shock.cluster.journal import Journal
 from shock.cluster.timeline import (
     RunTiming,
     average_rates,
+    read_rounds,
     round_lengths,
     run_timings,
     start_overheads,
+    steady_rates,
 )
+from shock.core.events import RoundStarted
+from shock.core.hookspecs import hookimpl
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.results import RunResult
@@ -109,6 +115,36 @@ def first_guess_rates(job_command: tuple[str, ...], gpus: int) -> dict[str, floa
     return {f: measure_throughput(f, seconds=0.5).steps_per_s / sharing for f in FAMILIES}
 
 
+class RoundRecorder:
+    """A hook plugin: the jobs of every round the simulator plans."""
+
+    def __init__(self) -> None:
+        self.rounds: list[frozenset[int]] = []
+
+    @hookimpl
+    def round_started(self, event: RoundStarted) -> None:
+        self.rounds.append(frozenset(j for ids, _, _ in event.assignments for j in ids))
+
+
+def simulate(options: RunOptions) -> tuple[RunResult, list[frozenset[int]]]:
+    """A simulator run and the jobs of each of its rounds."""
+    registry = default_registry()
+    recorder = RoundRecorder()
+    registry.manager.register(recorder)
+    try:
+        return run(options, registry), recorder.rounds
+    finally:
+        registry.manager.unregister(recorder)  # the registry is shared (cached)
+
+
+def cluster_rounds(state_dir: Path) -> list[frozenset[int]]:
+    journal = Journal(state_dir)
+    try:
+        return [frozenset(r.placement) for r in read_rounds(journal)]
+    finally:
+        journal.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--job-command", help="command that runs one job (default: the harness)")
@@ -122,9 +158,13 @@ def main() -> None:
         help="length of each calibration job alone (default: one round)",
     )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--gpus-per-worker", type=int, default=2)
+    parser.add_argument(
+        "--gpus-per-worker", type=int, default=None,
+        help="simulated GPUs per worker (default: one CPU core per simulated GPU, at most 2)",
+    )  # fmt: skip
     parser.add_argument("--checkpoint-every", type=float, default=5.0)
     parser.add_argument("--policy", default="max_min_fairness_perf")
+    parser.add_argument("--keep", help="keep the runs' journals, traces and logs in this directory")
     args = parser.parse_args()
     if args.job_command is None and importlib.util.find_spec("shock.workloads") is None:
         sys.exit("the training harness (shock.workloads) is not installed: pass --job-command")
@@ -136,6 +176,11 @@ def main() -> None:
     if not 0 < low_s <= high_s:
         sys.exit(f"--job-seconds: need 0 < LOW <= HIGH, got {args.job_seconds!r}")
     job_command = tuple(shlex.split(args.job_command)) if args.job_command else ()
+    cores = os.cpu_count() or 1
+    if args.gpus_per_worker is None:
+        # Jobs on simulated GPUs run on the CPU: with more of them than cores, a job's speed
+        # depends on how many others run, which no per-type rate can express.
+        args.gpus_per_worker = max(1, min(2, cores // args.workers))
     gpus = args.workers * args.gpus_per_worker
     console = Console(width=150)
     console.print(
@@ -143,8 +188,12 @@ def main() -> None:
         f"{os.cpu_count()} CPU cores (load {os.getloadavg()[0]:.1f} at start); round "
         f"{args.round_length:g} s; jobs {low_s:g}-{high_s:g} s alone"
     )
+    if not job_command and gpus > cores:
+        console.print(f"note: {gpus} simulated GPUs share {cores} cores: rates depend on how "
+                      "many jobs run at once")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="shock-fidelity-") as scratch_name:
-        scratch = Path(scratch_name)
+        scratch = Path(args.keep) if args.keep else Path(scratch_name)
+        scratch.mkdir(parents=True, exist_ok=True)
         common = RunOptions(
             policy=args.policy, cluster=f"v100={gpus}", gpus_per_server=args.gpus_per_worker,
             round_length_s=args.round_length,
@@ -173,19 +222,32 @@ def main() -> None:
         timings = run_timings(measured_dir, own_rates)
         own_overheads = start_overheads(timings)
         lengths = round_lengths(measured_dir)
-        simulate = replace(common, trace=trace, overhead_on_first_start=True)
+        sim_options = replace(common, trace=trace, overhead_on_first_start=True)
         # As the issue asks: the simulator with the throughputs measured in that run, and
         # the per-family (re)launch overheads measured there too.
-        simulated = run(replace(simulate, throughputs=own_table,
-                                overhead_by_job_type=own_overheads))  # fmt: skip
+        simulated, sim_rounds = simulate(replace(
+            sim_options, throughputs=own_table, overhead_by_job_type=own_overheads
+        ))  # fmt: skip
+        real_rounds = cluster_rounds(measured_dir)
         startups = [t.startup_s for t in timings if t.startup_s is not None]
         old_overhead = statistics.fmean(startups) if startups else 0.0
-        old_model = run(replace(simulate, throughputs=own_table,
+        old_model = run(replace(sim_options, throughputs=own_table,
                                 preemption_overhead_s=old_overhead))  # fmt: skip
-        out_of_sample = run(replace(simulate, throughputs=table_path,
+        out_of_sample = run(replace(sim_options, throughputs=table_path,
                                     overhead_by_job_type=overheads))  # fmt: skip
-    report(console, jobs, cluster, simulated, own_overheads)
+        steady = steady_rates(timings)
+        steady_table = write_rates(scratch / "steady_rates.json",
+                                   {k: v.steps_per_s for k, v in steady.items()})  # fmt: skip
+        steady_overheads = {k: own_overheads.get(k, 0.0) + v.warmup_s for k, v in steady.items()}
+        steady_model = run(replace(sim_options, throughputs=steady_table,
+                                   overhead_by_job_type=steady_overheads))  # fmt: skip
+        per_job = simulate_with_job_rates(
+            replace(common, overhead_on_first_start=True), jobs, job_rates(timings),
+            own_overheads, scratch,
+        )  # fmt: skip
+    report(console, jobs, cluster, simulated, own_overheads, job_rates(timings), own_rates)
     report_causes(console, timings, calibration_timings)
+    report_order(console, real_rounds, sim_rounds)
     if lengths:
         console.print(
             f"rounds: {len(lengths) + 1}, median length {statistics.median(lengths):.2f} s, "
@@ -196,7 +258,34 @@ def main() -> None:
     summary(console, "out of sample (rates and overheads from the calibration run: "
             + ", ".join(f"{k.split(' ')[0]} {v:.2f} s" for k, v in overheads.items()) + ")",
             cluster, out_of_sample)  # fmt: skip
+    summary(console, "steady rate + warm-up per launch (" + ", ".join(
+        f"{k.split(' ')[0]} {v.steps_per_s:.1f}/s + {v.warmup_s:.2f} s" for k, v in steady.items()
+    ) + ")", cluster, steady_model)  # fmt: skip
+    if per_job is not None:
+        summary(console, "diagnostic only, not the comparison: the simulator given each job's "
+                "own average rate (separates rate noise from scheduling)", cluster, per_job)
     console.print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+
+
+def simulate_with_job_rates(
+    options: RunOptions,
+    jobs: list[TraceJob],
+    rates: dict[int, float],
+    overheads: dict[str, float],
+    scratch: Path,
+) -> RunResult | None:
+    """The simulator with every job its own job type at its own measured rate (a
+    diagnostic: how much of the per-job difference is jobs of one family running at
+    different speeds, e.g. as the neighbours' load moved)."""
+    if any(i not in rates for i in range(len(jobs))):
+        return None
+    own = [replace(job, job_type=f"{job.job_type} [job {i}]") for i, job in enumerate(jobs)]
+    trace = write_trace(scratch / "per_job.trace", own)
+    table = write_rates(scratch / "per_job_rates.json",
+                        {job.job_type: rates[i] for i, job in enumerate(own)})  # fmt: skip
+    by_job = {job.job_type: overheads.get(jobs[i].job_type, 0.0) for i, job in enumerate(own)}
+    return run(replace(options, trace=str(trace), throughputs=table,
+                       overhead_by_job_type=by_job))  # fmt: skip
 
 
 def write_rates(path: Path, rates: dict[str, float]) -> str:
@@ -226,15 +315,47 @@ def _diff(a: float, b: float) -> float:
     return (a - b) / b if b else float("nan")
 
 
+def job_rates(timings: list[RunTiming]) -> dict[int, float]:
+    """Each job's own average rate over its runs (as `average_rates` per family)."""
+    steps: dict[int, float] = {}
+    seconds: dict[int, float] = {}
+    for timing in timings:
+        if timing.startup_s is None:
+            continue
+        trained = timing.active_s - timing.dispatch_wait_s - timing.startup_s
+        if trained > 0:
+            steps[timing.job_id] = steps.get(timing.job_id, 0.0) + timing.steps
+            seconds[timing.job_id] = seconds.get(timing.job_id, 0.0) + trained
+    return {job_id: steps[job_id] / seconds[job_id] for job_id in steps}
+
+
+def report_order(
+    console: Console, real: list[frozenset[int]], simulated: list[frozenset[int]]
+) -> None:
+    """How often the cluster ran the same jobs in a round as the simulator did."""
+    same = sum(a == b for a, b in zip(real, simulated, strict=False))
+    first = next((i for i, (a, b) in enumerate(zip(real, simulated, strict=False)) if a != b),
+                 None)  # fmt: skip
+    console.print(
+        f"rounds: cluster {len(real)}, simulator {len(simulated)}; same jobs in "
+        f"{same} of {min(len(real), len(simulated))} rounds"
+        + ("" if first is None else f" (first difference in round {first + 1}: cluster "
+           f"{sorted(real[first])}, simulator {sorted(simulated[first])})")
+    )  # fmt: skip
+
+
 def report(
     console: Console,
     jobs: list[TraceJob],
     cluster: RunResult,
     simulated: RunResult,
     overheads: dict[str, float],
+    own_rates: dict[int, float],
+    family_rates: dict[str, float],
 ) -> None:
     table = Table(title="fidelity: gRPC cluster vs simulator (rates and overheads measured)")
-    for column in ("job", "type", "steps", "JCT cluster (s)", "JCT simulator (s)", "diff"):
+    for column in ("job", "type", "steps", "JCT cluster (s)", "JCT simulator (s)", "diff",
+                   "own rate / family rate"):  # fmt: skip
         table.add_column(column, justify="right")
     sim_jct = {r.job_id: r.jct_s for r in simulated.records}
     worst = 0.0
@@ -242,8 +363,11 @@ def report(
         job = jobs[record.job_id]
         diff = _diff(record.jct_s, sim_jct[record.job_id])
         worst = max(worst, abs(diff))
+        family = family_rates.get(job.job_type, 0.0)
+        own = own_rates.get(record.job_id)
         table.add_row(str(record.job_id), job.job_type, str(job.steps), f"{record.jct_s:.1f}",
-                      f"{sim_jct[record.job_id]:.1f}", f"{diff:+.1%}")  # fmt: skip
+                      f"{sim_jct[record.job_id]:.1f}", f"{diff:+.1%}",
+                      "-" if own is None or family <= 0 else f"{own / family:.2f}")  # fmt: skip
     console.print(table)
     console.print("per-(re)launch overhead given to the simulator: " + ", ".join(
         f"{job_type.split(' ')[0]} {seconds:.2f} s" for job_type, seconds in overheads.items()

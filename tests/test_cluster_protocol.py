@@ -184,6 +184,9 @@ def test_job_lines_become_protocol_events() -> None:
     assert started is not None and started.started.resumed_from_step == 40
     progress = event_from_message({"type": "progress", "step": 5, "steps_per_s": "fast"})
     assert progress is not None and progress.progress.steps_per_s == 0.0  # bad field: ignored
+    rescaled = event_from_message({"type": "progress", "step": 5, "batch_size": 64,
+                                   "target_steps": 90})  # fmt: skip
+    assert rescaled is not None and rescaled.progress.target_steps == 90
     error = event_from_message({"type": "error", "message": "boom"})
     assert error is not None and error.exit.reason == "error" and error.exit.message == "boom"
     assert event_from_message({"type": "lease_request", "step": 3}) is None

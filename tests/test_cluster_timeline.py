@@ -12,7 +12,13 @@ import pytest
 
 from shock.cluster.journal import Journal
 from shock.cluster.proto import shock_cluster_pb2 as pb
-from shock.cluster.timeline import average_rates, run_timings, start_overheads
+from shock.cluster.timeline import (
+    RunTiming,
+    average_rates,
+    run_timings,
+    start_overheads,
+    steady_rates,
+)
 from shock.cluster.warm import WarmPool
 from shock.core.model import JobSpec
 
@@ -59,6 +65,22 @@ def test_lost_time_counts_from_the_round_start_until_training_stopped(tmp_path: 
     assert average_rates([first, second]) == {LM: pytest.approx(400 / 42)}
     # Round start -> "started": 3 s and 2 s.
     assert start_overheads([first, second]) == {LM: pytest.approx(2.5)}
+
+
+def _trained(job_type: str, steps: int, seconds: float) -> RunTiming:
+    return RunTiming(0, 0, job_type, 0.0, 0.0, 1.0, seconds + 1.0, steps, 0.0, False, False)
+
+
+def test_steady_rates_charge_the_slow_first_steps_per_launch() -> None:
+    # 20 steps/s once warm, 1.5 s lost per launch: runs of 5, 10 and 30 s of steady training.
+    runs = [_trained(LM, 20 * s, s + 1.5) for s in (5, 10, 30)]
+    fitted = steady_rates(runs)[LM]
+    assert fitted.steps_per_s == pytest.approx(20.0)
+    assert fitted.warmup_s == pytest.approx(1.5)
+    assert average_rates(runs)[LM] < 20.0 * 0.95  # the average blames the rate instead
+    # One run length only: nothing to fit, the average and no warm-up.
+    single = steady_rates([_trained(LM, 100, 6.0), _trained(LM, 100, 4.0)])[LM]
+    assert (single.steps_per_s, single.warmup_s) == (pytest.approx(20.0), 0.0)
 
 
 def test_a_type_without_a_rate_gets_no_lost_time(tmp_path: Path) -> None:

@@ -44,6 +44,25 @@ def profile_command(
     merge: Annotated[
         bool, typer.Option(help="Add to the table already at --output instead of replacing it.")
     ] = False,
+    local_workers: Annotated[
+        int,
+        typer.Option(
+            help="Measure through this many local worker agents (each job type one job in its "
+            "own process, as many at once as the workers have GPUs); 0: in this process."
+        ),
+    ] = 0,
+    gpus_per_worker: Annotated[
+        int, typer.Option(help="GPUs of each local worker (simulated on a CPU-only machine).")
+    ] = 1,
+    job_command: Annotated[
+        str | None,
+        typer.Option(help="With --local-workers: the command that runs one job (default: the "
+                     "training harness)."),
+    ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(help="With --local-workers: keep the run's journal and logs here."),
+    ] = None,
 ) -> None:
     """Measure steps/s of real workloads (default: every family at Gavel's batch sizes)."""
     try:
@@ -68,9 +87,19 @@ def profile_command(
         check_device(device)
     except ValueError as exc:
         raise ShockError(str(exc)) from exc
+    if local_workers < 0 or gpus_per_worker < 1:
+        raise typer.BadParameter("need --local-workers >= 0 and --gpus-per-worker >= 1")
     torch.set_num_threads(threads)
     table = load_throughputs(output) if merge and output.exists() else ThroughputTable()
     console = Console(emoji=False)
+    if local_workers > 0:
+        _profile_through_workers(
+            job_types, table, gpu_type, local_workers, gpus_per_worker, seconds,
+            job_command, state_dir, console,
+        )  # fmt: skip
+        output.write_text(json.dumps(throughputs_to_dict(table), indent=1, sort_keys=True) + "\n")
+        console.print(f"throughputs of {len(job_types)} job types written to {output}")
+        return
     report = Table(title=f"measured on {device}, labelled {gpu_type}")
     for column in ("job type", "batch size", "steps", "ms/step", "steps/s"):
         report.add_column(column, justify="left" if column == "job type" else "right")
@@ -87,6 +116,47 @@ def profile_command(
     output.write_text(json.dumps(throughputs_to_dict(table), indent=1, sort_keys=True) + "\n")
     console.print(report)
     console.print(f"throughputs of {len(job_types)} job types written to {output}")
+
+
+def _profile_through_workers(
+    job_types: list[str],
+    table: ThroughputTable,
+    gpu_type: str,
+    workers: int,
+    gpus_per_worker: int,
+    seconds: float,
+    job_command: str | None,
+    state_dir: Path | None,
+    console: Console,
+) -> None:
+    import shlex
+    import tempfile
+
+    from shock.cluster.profiling import profile_through_workers
+    from shock.workloads.profile import measure_throughput
+
+    command = tuple(shlex.split(job_command)) if job_command else ()
+
+    def guess(job_type: str) -> float:
+        # Sizes the jobs only; a stand-in job command has its own rate, unknown here.
+        if command:
+            return 10.0
+        sharing = max(1.0, workers * gpus_per_worker)
+        return measure_throughput(job_type, seconds=0.3).steps_per_s / sharing
+
+    with tempfile.TemporaryDirectory(prefix="shock-profile-") as scratch:
+        results = profile_through_workers(
+            job_types, guess, state_dir or Path(scratch), gpu_type, workers, gpus_per_worker,
+            max(seconds, 1.0), command,
+        )  # fmt: skip
+    report = Table(title=f"measured through {workers} local workers x {gpus_per_worker} GPUs, "
+                   f"labelled {gpu_type}")  # fmt: skip
+    for column in ("job type", "steps/s"):
+        report.add_column(column, justify="left" if column == "job type" else "right")
+    for result in results:
+        table.set(result.job_type, 1, gpu_type, result.steps_per_s)
+        report.add_row(result.job_type, f"{result.steps_per_s:.2f}")
+    console.print(report)
 
 
 def _requested_job_types(trace: Path | None, named: list[str] | None) -> list[str]:

@@ -89,6 +89,7 @@ def event_from_message(message: dict[str, Any]) -> pb.JobEvent | None:
                 steps_per_s=float(num("steps_per_s")),
                 batch_size=int(num("batch_size")),
                 loss=float(num("loss")),
+                target_steps=int(num("target_steps")),
             )
         )
     if kind == "checkpoint":

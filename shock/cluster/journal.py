@@ -3,9 +3,9 @@
 Everything the scheduler must not forget across a crash is written here before it acts on
 it: jobs and their progress, checkpoints, runs (a job's stay on a worker) with their leases,
 rounds with their allocations, workers, the last event sequence applied per worker, measured
-throughputs and the run's counters. A completion is recorded at most once
-(`record_completion` only updates a job that has none), and a job with a completion is
-never launched again.
+throughputs, the run's counters and the mechanism's fairness counters per job. A completion
+is recorded at most once (`record_completion` only updates a job that has none), and a job
+with a completion is never launched again.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     checkpoint_step INTEGER NOT NULL DEFAULT 0,
     checkpoint_path TEXT,
     batch_size INTEGER,
+    -- The job type and step target it runs at now (another batch size: Accordion, GNS).
+    job_type TEXT,
+    target_steps INTEGER,
     completed_at REAL,
     completed_by_run INTEGER
 );
@@ -72,6 +75,15 @@ CREATE TABLE IF NOT EXISTS throughputs (
     samples INTEGER NOT NULL,
     PRIMARY KEY (job_type, scale_factor, worker_type)
 );
+-- The mechanism's fairness counters per job and worker type, as of the last round.
+CREATE TABLE IF NOT EXISTS fairness (
+    job_id INTEGER NOT NULL,
+    worker_type TEXT NOT NULL,
+    time_so_far REAL NOT NULL,
+    deficit REAL NOT NULL,
+    allocation REAL,
+    PRIMARY KEY (job_id, worker_type)
+);
 """
 
 
@@ -81,6 +93,8 @@ class JobRow:
     step: int
     checkpoint_step: int
     completed_at: float | None
+    job_type: str | None = None  # None: still the trace's job type
+    target_steps: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +121,18 @@ class WorkerRow:
     gpus: int
     acked_seq: int
     dead_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class FairnessRow:
+    """A job's time counters on one worker type (`JobState.time_so_far`, `.deficit`, its
+    share of the current allocation or None)."""
+
+    job_id: int
+    worker_type: str
+    time_so_far: float
+    deficit: float
+    allocation: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +166,11 @@ class Journal:
         # last transactions.
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        # A journal written before jobs had a current type: add the columns (both NULL).
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        for column, kind in (("job_type", "TEXT"), ("target_steps", "INTEGER")):
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         self._db.close()
@@ -179,11 +210,12 @@ class Journal:
 
     def jobs(self) -> list[JobRow]:
         rows = self._db.execute(
-            "SELECT spec, step, checkpoint_step, completed_at FROM jobs ORDER BY job_id"
+            "SELECT spec, step, checkpoint_step, completed_at, job_type, target_steps FROM jobs "
+            "ORDER BY job_id"
         ).fetchall()
         return [
-            JobRow(JobSpec(**json.loads(spec)), step, checkpoint, done)
-            for spec, step, checkpoint, done in rows
+            JobRow(JobSpec(**json.loads(spec)), step, checkpoint, done, job_type, target)
+            for spec, step, checkpoint, done, job_type, target in rows
         ]
 
     def set_progress(self, job_id: int, step: int) -> None:
@@ -201,6 +233,13 @@ class Journal:
 
     def set_batch_size(self, job_id: int, batch_size: int) -> None:
         self._db.execute("UPDATE jobs SET batch_size = ? WHERE job_id = ?", (batch_size, job_id))
+
+    def set_job_type(self, job_id: int, job_type: str, target_steps: int) -> None:
+        """The job now runs as `job_type` (a new batch size) towards `target_steps`."""
+        self._db.execute(
+            "UPDATE jobs SET job_type = ?, target_steps = ? WHERE job_id = ?",
+            (job_type, target_steps, job_id),
+        )
 
     def record_completion(self, job_id: int, at: float, run_id: int, step: int) -> bool:
         """Record a job's completion; False (and no change) if it already has one."""
@@ -312,3 +351,18 @@ class Journal:
     def throughputs(self) -> list[ThroughputRow]:
         rows = self._db.execute("SELECT * FROM throughputs").fetchall()
         return [ThroughputRow(*row) for row in rows]
+
+    # Fairness counters.
+
+    def set_fairness(self, rows: list[FairnessRow]) -> None:
+        """Replace every job's counters with `rows` (the active jobs, as of now)."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM fairness")
+            db.executemany(
+                "INSERT INTO fairness VALUES (?, ?, ?, ?, ?)",
+                [(r.job_id, r.worker_type, r.time_so_far, r.deficit, r.allocation) for r in rows],
+            )
+
+    def fairness(self) -> list[FairnessRow]:
+        rows = self._db.execute("SELECT * FROM fairness ORDER BY job_id, worker_type").fetchall()
+        return [FairnessRow(*row) for row in rows]

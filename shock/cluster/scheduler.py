@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shock.cluster.estimates import ThroughputEstimates
-from shock.cluster.journal import Journal, ThroughputRow, WorkerRow
+from shock.cluster.journal import FairnessRow, Journal, ThroughputRow, WorkerRow
 from shock.cluster.proto import shock_cluster_pb2 as pb
+from shock.core.epochs import job_type_with_batch_size
 from shock.core.errors import ShockError
 from shock.core.events import JobFinished, RoundEnded, RunFinished, RunStarted
 from shock.core.mechanism import Assignment, JobState, Mechanism, MechanismStats
 from shock.core.metrics import JobRecord, RunCounters, compute_metrics
-from shock.core.model import Cluster, JobSpec
+from shock.core.model import Cluster, JobSpec, batch_size_of
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
 from shock.core.throughputs import throughputs_to_dict
@@ -103,6 +104,16 @@ class TrackedJob:
     failures: int = 0
     admitted: bool = False
     last_assignment: Assignment | None = None
+    # What it runs as now: the trace's job type and steps until an approved batch-size
+    # change (Accordion, GNS) takes effect; then the new batch size's type and the step
+    # target the harness rescaled. Launches always name the trace's (a relaunch resumes
+    # the new batch size from its checkpoint).
+    job_type: str = ""
+    target_steps: int = 0
+
+    def __post_init__(self) -> None:
+        self.job_type = self.job_type or self.spec.job_type
+        self.target_steps = self.target_steps or self.spec.total_steps
 
     @property
     def job_id(self) -> int:
@@ -154,8 +165,16 @@ class ClusterScheduler:
             journal.add_jobs(list(self.request.trace.jobs))
         for row in journal.jobs():
             self.jobs[row.spec.job_id] = TrackedJob(
-                row.spec, row.step, row.checkpoint_step, row.completed_at
-            )
+                row.spec, row.step, row.checkpoint_step, row.completed_at,
+                job_type=row.job_type or "", target_steps=row.target_steps or 0,
+            )  # fmt: skip
+        # Fairness counters of the last round before a restart, given back to each job when
+        # the new mechanism admits it (then dropped: they are only a starting point).
+        self._saved_fairness: dict[int, list[FairnessRow]] = {}
+        for fairness in journal.fairness():
+            self._saved_fairness.setdefault(fairness.job_id, []).append(fairness)
+        clock = journal.get_meta("fairness_clock")
+        self._saved_clock: dict[str, object] | None = None if clock is None else json.loads(clock)
         counters = journal.get_meta("counters")
         if counters is not None:
             self._stats_base.update(json.loads(counters))
@@ -334,11 +353,15 @@ class ClusterScheduler:
             journal.set_run_started(run.run_id, job.step, now)
             journal.set_progress(job.job_id, job.step)
         elif kind == "progress":
-            job.step = event.progress.step
+            progress = event.progress
+            job.step = progress.step
             journal.set_run_step(run.run_id, job.step)
             journal.set_progress(job.job_id, job.step)
-            if event.progress.steps_per_s > 0:
-                self._observe_throughput(job, run, event.progress.steps_per_s)
+            current = batch_size_of(job.job_type)  # None: a type named without one (A3C)
+            if current is not None and progress.batch_size not in (0, current):
+                self._change_batch_size(job, progress.batch_size, progress.target_steps)
+            if progress.steps_per_s > 0:
+                self._observe_throughput(job, run, progress.steps_per_s)
         elif kind == "checkpoint":
             job.checkpoint_step = event.checkpoint.step
             journal.set_checkpoint(job.job_id, job.checkpoint_step, event.checkpoint.path)
@@ -349,14 +372,76 @@ class ClusterScheduler:
                 batch_size=pb.BatchSize(run_id=run.run_id, batch_size=size)
             ))  # fmt: skip
 
+    def _change_batch_size(self, job: TrackedJob, batch_size: int, target_steps: int) -> None:
+        """The job trains at another batch size now: from here on it is that batch size's
+        job type, so its throughput reports and the mechanism's rates use that type's entry
+        (measured, else the prior table's, as for any type), and its steps count towards the
+        target the harness rescaled."""
+        job.job_type = job_type_with_batch_size(job.spec.model_family, batch_size)
+        if target_steps > 0:
+            job.target_steps = target_steps
+        self.journal.set_job_type(job.job_id, job.job_type, job.target_steps)
+        mechanism = self.mechanism
+        state = None if mechanism is None else mechanism.active.get(job.job_id)
+        if mechanism is None or state is None:
+            return  # admission gives it the new type
+        self._set_type_rates(mechanism, job)
+        mechanism.change_job_type(state, job.job_type, job.target_steps, state.steps_done)
+
+    def _set_type_rates(self, mechanism: Mechanism, job: TrackedJob) -> None:
+        """Put the job's current type in the mechanism's table (it may be new to it)."""
+        scale = job.spec.scale_factor
+        for worker_type in mechanism.worker_types:
+            rate = self.estimates.estimate(job.job_type, scale, worker_type)
+            mechanism.table.set(job.job_type, scale, worker_type, rate)
+
+    def _admit(self, mechanism: Mechanism, job: TrackedJob) -> JobState:
+        """Admit a job with what it has done, at its current job type; after a restart,
+        with the fairness counters it had in the journal."""
+        state = mechanism.admit(job.spec)
+        state.steps_done = job.credited
+        if job.job_type != job.spec.job_type:
+            self._set_type_rates(mechanism, job)
+            mechanism.change_job_type(state, job.job_type, job.target_steps, job.credited)
+        for saved in self._saved_fairness.pop(job.job_id, []):
+            if saved.worker_type in mechanism.worker_types:
+                column = mechanism.worker_types.index(saved.worker_type)
+                state.time_so_far[column] = saved.time_so_far
+                state.deficit[column] = saved.deficit
+                if saved.allocation is not None:
+                    if state.allocation is None:
+                        state.allocation = [0.0] * len(mechanism.worker_types)
+                    state.allocation[column] = saved.allocation
+        return state
+
+    def _save_fairness(self) -> None:
+        """Journal every active job's time counters and the mechanism's clock for them, so
+        that a restarted scheduler goes on with the same fairness state."""
+        mechanism = self.mechanism
+        if mechanism is None:
+            return
+        rows = [
+            FairnessRow(
+                job_id, worker_type, state.time_so_far[column], state.deficit[column],
+                None if state.allocation is None else state.allocation[column],
+            )
+            for job_id, state in sorted(mechanism.active.items())
+            for column, worker_type in enumerate(mechanism.worker_types)
+        ]  # fmt: skip
+        self.journal.set_fairness(rows)
+        self.journal.set_meta("fairness_clock", json.dumps({
+            "last_reset_s": mechanism.last_reset_s,
+            "worker_time": dict(zip(mechanism.worker_types, mechanism.worker_time, strict=True)),
+        }))  # fmt: skip
+
     def _apply_exit(self, job: TrackedJob, run: Run | None, exit: pb.Exit, now: float) -> None:
-        completed = exit.reason == "done" and exit.step >= (
-            exit.target_steps or job.spec.total_steps
-        )
+        if exit.target_steps > 0:
+            job.target_steps = exit.target_steps
+        completed = exit.reason == "done" and exit.step >= job.target_steps
         if (run is None or run.ended_at is not None) and not completed:
             return  # a run closed before its exit arrived: only a completion still counts
         if completed:
-            job.step = job.spec.total_steps
+            job.step = job.target_steps
             run_id = run.run_id if run is not None else 0
             if self.journal.record_completion(job.spec.job_id, now, run_id, job.step):
                 job.completed_at = now
@@ -399,19 +484,17 @@ class ClusterScheduler:
 
     def _observe_throughput(self, job: TrackedJob, run: Run, steps_per_s: float) -> None:
         worker_type = self.workers[run.worker_id].gpu_type
-        spec = job.spec
-        value = self.estimates.observe(spec.job_type, spec.scale_factor, worker_type, steps_per_s)
-        samples = self.estimates.measured[(spec.job_type, spec.scale_factor, worker_type)][1]
-        self.journal.set_throughput(
-            ThroughputRow(spec.job_type, spec.scale_factor, worker_type, value, samples)
-        )
+        job_type, scale = job.job_type, job.spec.scale_factor  # keyed by the current batch size
+        value = self.estimates.observe(job_type, scale, worker_type, steps_per_s)
+        samples = self.estimates.measured[(job_type, scale, worker_type)][1]
+        self.journal.set_throughput(ThroughputRow(job_type, scale, worker_type, value, samples))
         mechanism = self.mechanism
         if mechanism is None or worker_type not in mechanism.worker_types:
             return
         column = mechanism.worker_types.index(worker_type)
-        mechanism.table.set(spec.job_type, spec.scale_factor, worker_type, value)
+        mechanism.table.set(job_type, scale, worker_type, value)
         for state in mechanism.active.values():
-            if (state.spec.job_type, state.scale_factor) == (spec.job_type, spec.scale_factor):
+            if (state.spec.job_type, state.scale_factor) == (job_type, scale):
                 before = state.rates[column]
                 state.rates[column] = value
                 if before <= 0 or abs(value - before) / before > 0.2:
@@ -538,6 +621,7 @@ class ClusterScheduler:
                 if hasattr(old.stats, name):
                     self._stats_base[name] += getattr(old.stats, name)
         keys = sorted({(j.spec.job_type, j.spec.scale_factor) for j in self.jobs.values()})
+        keys += sorted({(j.job_type, j.spec.scale_factor) for j in self.jobs.values()} - set(keys))
         prices = self.request.config.prices
         if prices is not None and any(w not in prices for w in cluster.worker_types):
             prices = None
@@ -548,10 +632,16 @@ class ClusterScheduler:
         mechanism.stats = MechanismStats()
         if old is not None:
             mechanism.last_reset_s = old.last_reset_s
+        elif self._saved_clock is not None:  # the first mechanism after a restart
+            mechanism.last_reset_s = float(self._saved_clock["last_reset_s"])  # type: ignore[arg-type]
+            worker_time = self._saved_clock["worker_time"]
+            assert isinstance(worker_time, dict)
+            for column, worker_type in enumerate(mechanism.worker_types):
+                mechanism.worker_time[column] = float(worker_time.get(worker_type, 0.0))
+            self._saved_clock = None
         for job in self.jobs.values():
             if job.admitted and job.completed_at is None:
-                state = mechanism.admit(job.spec)
-                state.steps_done = job.credited
+                state = self._admit(mechanism, job)
                 previous = old.active.get(job.spec.job_id) if old is not None else None
                 if old is not None and previous is not None:
                     self._copy_counters(old, previous, mechanism, state)
@@ -584,8 +674,7 @@ class ClusterScheduler:
             ):
                 job.admitted = True
                 job.credited = float(job.step)
-                state = mechanism.admit(job.spec)
-                state.steps_done = job.credited
+                self._admit(mechanism, job)
         assignments = mechanism.plan_round(now - self.t0)
         self._assignments = assignments
         self._round_start = now
@@ -603,6 +692,7 @@ class ClusterScheduler:
                 self.jobs[member.job_id].last_assignment = assignment
         if assignments:
             self._round_index += 1
+            self._save_fairness()  # the allocation may have been recomputed
             self.journal.set_meta("counters", json.dumps(self._counters_dict()))
             self.journal.add_round(self._round_index, now, [
                 {"jobs": list(job_ids), "worker": worker, "gpus": list(gpus)}
@@ -666,7 +756,7 @@ class ClusterScheduler:
             )))  # fmt: skip
 
     def _credit_target(self, job: TrackedJob) -> float:
-        total = job.spec.total_steps
+        total = job.target_steps
         if job.completed_at is not None:
             return float(total)
         return float(min(job.step, total - 1))
@@ -704,6 +794,7 @@ class ClusterScheduler:
                 job.credited = target
         self._stats_base["busy_gpu_seconds"] += busy
         self.journal.set_meta("counters", json.dumps(self._counters_dict()))
+        self._save_fairness()
         self._assignments = []
         completed = sum(1 for j in self.jobs.values() if j.completed_at is not None)
         self.request.registry.hook.round_ended(
@@ -711,10 +802,13 @@ class ClusterScheduler:
         )
 
     def _exec_seconds(self, job_id: int, now: float) -> float:
+        """The seconds the job held its GPUs this round: from the round's start (its first
+        run of the round; a (re)start's switch-over, process start and restore are its
+        own overhead, as the simulator charges them) until its runs ended."""
         total = 0.0
-        for run_id in self._round_runs.get(job_id, []):
+        for index, run_id in enumerate(self._round_runs.get(job_id, [])):
             run = self.runs[run_id]
-            begin = max(run.started_at or run.launched_at, self._round_start)
+            begin = self._round_start if index == 0 else max(run.launched_at, self._round_start)
             end = min(run.ended_at if run.ended_at is not None else now, now)
             total += max(0.0, end - begin)
         return min(total, now - self._round_start)

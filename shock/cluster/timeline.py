@@ -127,6 +127,40 @@ def average_rates(timings: list[RunTiming]) -> dict[str, float]:
     return {job_type: steps[job_type] / seconds[job_type] for job_type in steps}
 
 
+@dataclass(frozen=True, slots=True)
+class SteadyRate:
+    steps_per_s: float  # once warmed up
+    warmup_s: float  # seconds per launch lost to the slow first steps after "started"
+
+
+def steady_rates(timings: list[RunTiming]) -> dict[str, SteadyRate]:
+    """Per job type, a least-squares line through its runs: seconds trained (from "started"
+    until the run stopped training) = steps / steady rate + warm-up. Unlike `average_rates`,
+    which spreads the slow first steps over all the time trained (so a job relaunched often
+    looks slower than its family), this charges them per launch, as a start overhead. A type
+    with fewer than two distinct run lengths, or whose fit gives a warm-up below zero, keeps
+    its average rate and no warm-up."""
+    points: dict[str, list[tuple[float, float]]] = {}
+    for timing in timings:
+        if timing.startup_s is None:
+            continue
+        trained = timing.active_s - timing.dispatch_wait_s - timing.startup_s
+        if trained > 0 and timing.steps > 0:
+            points.setdefault(timing.job_type, []).append((float(timing.steps), trained))
+    result = {}
+    for job_type, runs in points.items():
+        average = sum(steps for steps, _ in runs) / sum(seconds for _, seconds in runs)
+        result[job_type] = SteadyRate(average, 0.0)
+        if len({steps for steps, _ in runs}) < 2:
+            continue
+        slope, intercept = statistics.linear_regression(
+            [steps for steps, _ in runs], [seconds for _, seconds in runs]
+        )
+        if slope > 0 and intercept >= 0:
+            result[job_type] = SteadyRate(1.0 / slope, intercept)
+    return result
+
+
 def start_overheads(timings: list[RunTiming]) -> dict[str, float]:
     """The median seconds from a round's start until a (re)launched job of each type said
     "started": the simulator's per-type start overhead (with `average_rates`, which puts

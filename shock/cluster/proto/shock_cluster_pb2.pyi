@@ -159,16 +159,18 @@ class Started(_message.Message):
     def __init__(self, step: _Optional[int] = ..., batch_size: _Optional[int] = ..., resumed_from_step: _Optional[int] = ...) -> None: ...
 
 class Progress(_message.Message):
-    __slots__ = ("step", "steps_per_s", "batch_size", "loss")
+    __slots__ = ("step", "steps_per_s", "batch_size", "loss", "target_steps")
     STEP_FIELD_NUMBER: _ClassVar[int]
     STEPS_PER_S_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     LOSS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_STEPS_FIELD_NUMBER: _ClassVar[int]
     step: int
     steps_per_s: float
     batch_size: int
     loss: float
-    def __init__(self, step: _Optional[int] = ..., steps_per_s: _Optional[float] = ..., batch_size: _Optional[int] = ..., loss: _Optional[float] = ...) -> None: ...
+    target_steps: int
+    def __init__(self, step: _Optional[int] = ..., steps_per_s: _Optional[float] = ..., batch_size: _Optional[int] = ..., loss: _Optional[float] = ..., target_steps: _Optional[int] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
     __slots__ = ("step", "path")
