@@ -210,6 +210,7 @@ def test_document_keys() -> None:
         "cluster",
         "preset",
         "placement",
+        "adaptation_rules",
         "metrics",
         "unfinished_jobs",
         "jobs",

@@ -41,7 +41,14 @@ def generate(out_root: Path) -> list[Path]:
 
 
 def main() -> None:
-    out_root = Path(sys.argv[1]) if len(sys.argv) > 1 else package_root()
+    arguments = sys.argv[1:]
+    if arguments in (["-h"], ["--help"]):
+        print(__doc__)
+        return
+    if len(arguments) > 1 or (arguments and arguments[0].startswith("-")):
+        # An unknown option is not an output directory.
+        raise SystemExit(f"usage: python -m shock.cluster.proto.generate [OUT_ROOT]\n{__doc__}")
+    out_root = Path(arguments[0]) if arguments else package_root()
     for path in generate(out_root):
         print(path)
 
