@@ -1,20 +1,20 @@
 """Shockwave's experiments in shock: the shockwave policy against every baseline on dynamic
 traces (jobs that change their batch size while they train), with `--preset shockwave`.
 
-  canonical:  a generated trace shaped like Shockwave's canonical experiment (its trace
-              name 120_0.2_5_100_40_25_0,0.5,0.5_0.6,0.3,0.09,0.01: 120 jobs, run times of
-              0.2-5 h, 40 s mean inter-arrival time, no static / half Accordion / half GNS,
-              60/30/9/1% of jobs on 1/2/4/8 GPUs): 120 jobs at 90 jobs/h, run times drawn
-              from the bundled 220-job trace's duration column (made by the same generator,
-              0.2-5 h); 32 GPUs
+  canonical:  Shockwave's canonical trace, 120_0.2_5_100_40_25_0,0.5,0.5_0.6,0.3,0.09,0.01,
+              regenerated with shock's generator, which draws as Shockwave's does (120 jobs,
+              run times 0.2-5 h from 100 values, 40 s mean gap, seed 25, no static / half
+              Accordion / half GNS, 60/30/9/1% of distributed jobs on 1/2/4/8 GPUs); total
+              steps from the WISR table, as for the bundled 220-job trace; 32 GPUs
   220-job:    Shockwave's own 220-job trace (bundled) on 64 GPUs (its scale_64gpus setup)
 
 Both use Shockwave's WISR throughput table (bundled) and `--preset shockwave` (120 s rounds,
 20 s lost by a job that did not run in the previous round, as in Shockwave's simulator).
-Shockwave's paper reports, on its canonical 120-job trace (not public) with its TACC
-throughputs (not public either): shockwave 24,197 s makespan, 9,958 s average JCT, worst rho
-1.78, 5% unfair jobs; Gavel's LAS (shock's `max_min_fairness`) 33,208 s, 11,274 s, 2.95, 25%.
-The traces differ, so compare the ratios to LAS, not the absolute numbers. Shockwave's
+Shockwave's paper reports, on its canonical 120-job trace with its TACC throughputs (not
+public): shockwave 24,197 s makespan, 9,958 s average JCT, worst rho 1.78, 5% unfair jobs;
+Gavel's LAS (shock's `max_min_fairness`) 33,208 s, 11,274 s, 2.95, 25%. The jobs are the
+same here, but the throughputs (and so the steps and speeds) are WISR's, so compare the
+ratios to LAS rather than the absolute numbers. Shockwave's
 artifact simulates the shockwave policy on its canonical trace in about 10 minutes (with
 Gurobi); shock's target is 60 s with HiGHS.
 
@@ -61,13 +61,11 @@ class Scenario:
 def scenarios() -> list[Scenario]:
     registry = default_registry()
     trace_220 = read_trace(TRACE_220, registry)
-    durations = tuple(j.duration for j in trace_220.jobs if j.duration)
-    # 40 s mean inter-arrival time, as in the canonical trace's name: 90 jobs/h.
-    config = DynamicWorkloadConfig(
-        num_jobs=120, jobs_per_hour=90.0, seed=0, duration_samples=durations
-    )
+    # The generator reproduces the bundled 220-job trace from its name (seed 4, 25 s gap; see
+    # tests/test_shockwave_generator.py); the canonical trace's name gives seed 25, 40 s gap.
+    config = DynamicWorkloadConfig(num_jobs=120, mean_interarrival_s=40.0, seed=25)
     jobs = generate_dynamic_jobs(config, load_throughputs(WISR))
-    canonical = Trace(tuple(jobs), "generated:canonical-120", "shockwave")
+    canonical = Trace(tuple(jobs), "generated:shockwave-canonical-120", "shockwave")
     return [
         Scenario("canonical 120 jobs", canonical, "32:0:0"),
         Scenario("220 jobs", trace_220, "64:0:0"),

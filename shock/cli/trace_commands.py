@@ -77,11 +77,22 @@ def _mix(text: str, count: int, option: str) -> tuple[float, ...]:
 def generate_dynamic_command(
     output: Annotated[Path, typer.Argument(help="Trace file to write (Shockwave format).")],
     jobs: Annotated[int, typer.Option(help="Number of jobs.")] = 120,
+    interarrival: Annotated[
+        float,
+        typer.Option(help="Mean seconds between arrivals (Shockwave's lambda; 0: all at t=0)."),
+    ] = 40.0,
     rate: Annotated[
-        float, typer.Option(help="Poisson arrival rate in jobs/hour (0: all at t=0).")
-    ] = 80.0,
+        float | None,
+        typer.Option(help="Arrival rate in jobs/hour instead of --interarrival (0: all at t=0)."),
+    ] = None,
     min_duration: Annotated[float, typer.Option(help="Shortest run time alone (s).")] = 720.0,
     max_duration: Annotated[float, typer.Option(help="Longest run time alone (s).")] = 18000.0,
+    num_durations: Annotated[
+        int, typer.Option(help="Number of run-time values between the shortest and longest.")
+    ] = 100,
+    duration_spacing: Annotated[
+        str, typer.Option(help="Spacing of the run-time values: linear or log (powers of 1.5).")
+    ] = "linear",
     scale_factor_mix: Annotated[
         str, typer.Option(help="Shares of jobs on 1,2,4,8 GPUs.")
     ] = "0.6,0.3,0.09,0.01",
@@ -107,9 +118,11 @@ def generate_dynamic_command(
     try:
         config = DynamicWorkloadConfig(
             num_jobs=jobs,
-            jobs_per_hour=rate,
+            mean_interarrival_s=interarrival if rate is None else (3600.0 / rate if rate else 0.0),
             min_duration_s=min_duration,
             max_duration_s=max_duration,
+            num_durations=num_durations,
+            duration_spacing=duration_spacing,  # type: ignore[arg-type]  # checked by the config
             scale_factor_mix=(scale_mix[0], scale_mix[1], scale_mix[2], scale_mix[3]),
             mode_mix=(modes[0], modes[1], modes[2]),
             seed=seed,

@@ -48,6 +48,16 @@ class JobTemplate:
             tokens.extend(parts[part])
         return " ".join(tokens)
 
+    def shockwave_command(self) -> str:
+        """The command as Shockwave's job table writes it: `python3` for LM and `-j 4` data
+        loader workers for ResNet-50 (data README, `shockwave_job_table_differences`)."""
+        command = self.command()
+        if self.model_family == "LM" and command.startswith("python "):
+            command = "python3 " + command.removeprefix("python ")
+        if self.model_family == "ResNet-50":
+            command = command.replace("-j 8", "-j 4", 1)
+        return command
+
 
 def _data_argument(shape: str) -> str:
     # ResNet-50's shape is described in words: a positional <data_dir>/imagenet/ argument.
