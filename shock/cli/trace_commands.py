@@ -94,7 +94,8 @@ def generate_dynamic_command(
         str, typer.Option(help="Spacing of the run-time values: linear or log (powers of 1.5).")
     ] = "linear",
     scale_factor_mix: Annotated[
-        str, typer.Option(help="Shares of jobs on 1,2,4,8 GPUs.")
+        str,
+        typer.Option(help="Shares of distributed jobs on 1,2,4,8 GPUs (the others run on 1)."),
     ] = "0.6,0.3,0.09,0.01",
     mode_mix: Annotated[
         str, typer.Option(help="Shares of static,accordion,gns jobs.")

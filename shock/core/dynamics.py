@@ -13,7 +13,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from shock.core.epochs import job_type_with_batch_size, num_epochs, steps_per_epoch
+from shock.core.epochs import (
+    epoch_profile,
+    job_type_with_batch_size,
+    num_epochs,
+    steps_per_epoch,
+)
 from shock.core.errors import InputError
 from shock.core.mechanism import JobState, Mechanism
 from shock.core.model import JobSpec
@@ -93,6 +98,30 @@ def batch_schedules(
             job.model_family, job.scale_factor, sizes, total_epochs, alone
         )
     return schedules
+
+
+def whole_epochs_alone_s(
+    job: JobSpec,
+    registry: PluginRegistry,
+    table: ThroughputTable,
+    worker_types: tuple[str, ...],
+    source: str,
+) -> float | None:
+    """Shockwave's run time alone, the T_alone of its rho: the job's per-epoch profile summed
+    over all its epochs, the last one whole, each (samples / bs) / isolated throughput at
+    that epoch's batch size, on the worker type where that is shortest. None when the job's
+    epochs are unknown (a model without a dataset size) or no worker type runs every size."""
+    try:
+        sizes = registry.get("adaptation", job.mode).batch_sizes(job, num_epochs(job, source))
+    except InputError:
+        return None
+    totals = []
+    for worker_type in worker_types:
+        try:
+            totals.append(epoch_profile(job, sizes, table, worker_type, source).total_s)
+        except InputError:
+            continue
+    return min(totals) if totals else None
 
 
 def follow_schedule(mechanism: Mechanism, job: JobState, schedule: BatchSchedule) -> bool:

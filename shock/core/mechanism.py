@@ -52,6 +52,9 @@ class MechanismConfig:
     seed: int = 0
     # Re-run the policy every round whatever the policy asks (Synergy's simulator does).
     reallocate_every_round: bool = False
+    # A batch-size change asks for a new allocation (Shockwave's simulator never does: the
+    # policy sees the new throughputs at the next arrival or completion).
+    reallocate_on_batch_size_change: bool = True
 
     def __post_init__(self) -> None:
         if self.selection not in SELECTION_RULES:
@@ -281,7 +284,8 @@ class Mechanism:
             self.previous_round[job.key] = self._assignment(
                 job, last.column, last.gpus, last.kept_gpus
             )
-        self.need_allocation = True
+        if self.config.reallocate_on_batch_size_change:
+            self.need_allocation = True
 
     def _remove(self, job: JobState) -> None:
         del self.active[job.job_id]
@@ -292,12 +296,14 @@ class Mechanism:
 
     # Allocation.
 
-    def maybe_reallocate(self, now: float) -> bool:
-        """Recompute the allocation if jobs changed and the minimum interval has passed."""
-        if not self.need_allocation:
+    def maybe_reallocate(self, now: float, every_round: bool = False) -> bool:
+        """Recompute the allocation if jobs changed and the minimum interval has passed (or
+        every round, for policies and presets that re-plan each round)."""
+        if not (self.need_allocation or every_round):
             return False
         interval_ok = (
-            self.last_reset_s == 0
+            every_round
+            or self.last_reset_s == 0
             or now - self.last_reset_s >= self.config.min_allocation_interval_s
         )
         if not interval_ok:
@@ -406,9 +412,9 @@ class Mechanism:
     # One round.
 
     def plan_round(self, now: float) -> list[Assignment]:
-        if self.policy.reallocate_every_round or self.config.reallocate_every_round:
-            self.need_allocation = True
-        self.maybe_reallocate(now)
+        self.maybe_reallocate(
+            now, self.policy.reallocate_every_round or self.config.reallocate_every_round
+        )
         order = list(self._type_order)
         if not self.policy.heterogeneity_aware:
             self._shuffler.shuffle(order)

@@ -19,10 +19,17 @@ class Preset:
     gpus_per_server: int
     selection: str
     preemption_overhead_s: float = 0.0
-    # Charge the overhead also when a job first starts (Shockwave's simulator does).
+    # Charge the overhead also when a job first starts.
     overhead_on_first_start: bool = False
+    # Who pays the overhead: "moved" (on other GPUs than last round) or "missed_round"
+    # (Shockwave's simulator: did not run last round; see RunConfig.overhead_rule).
+    overhead_rule: str = "moved"
+    # A batch-size change triggers a new allocation (subject to the minimum interval).
+    reallocate_on_batch_size_change: bool = True
     # N in rho's fair share: "time_averaged" (shock) or "trace" (jobs in the trace, Shockwave).
     rho_contention: str = "time_averaged"
+    # T_alone in rho: "exact" or "whole_epochs" (Shockwave's; see RunConfig.rho_alone).
+    rho_alone: str = "exact"
     # Synergy: the policy and placement run every round; jobs finish at round ends.
     reallocate_every_round: bool = False
     quantised_rounds: bool = False
@@ -68,22 +75,28 @@ PRESETS = {
         name="shockwave",
         description=(
             "Shockwave's simulator (Gavel's mechanism): 120 s rounds, allocation recomputed "
-            "after every arrival or completion, one GPU per server, 20 s lost by a job that "
-            "(re)starts, rho = JCT / (run time alone at the job's batch-size schedule x "
-            "max(1, jobs in trace / GPUs))"
+            "after arrivals/completions (not batch-size changes) at most every 1000 s, jobs not "
+            "yet in the allocation wait, one GPU per server, 20 s lost by a job that did not "
+            "run in the previous round, rho = JCT / (run time alone at the job's batch-size "
+            "schedule x max(1, jobs in trace / GPUs))"
         ),
         round_length_s=120.0,
-        min_allocation_interval_s=0.0,
-        hold_unallocated_jobs=False,
+        # Shockwave's scheduler: _minimum_time_between_allocation_resets = 1000 s (Gavel's
+        # is 1920 s); a new job has no share, so it is not placed, until the next allocation.
+        min_allocation_interval_s=1000.0,
+        hold_unallocated_jobs=True,
+        reallocate_on_batch_size_change=False,
         placement="first_fit",
         placement_sensitive=False,
         gpus_per_server=1,
         selection="gavel",
         rho_contention="trace",
+        rho_alone="whole_epochs",
         # Shockwave's simulator: a job that did not run in the previous round loses 20 s of
-        # its round to checkpoint and resume (scheduler.py, "preemption_overhead = 20").
+        # its round to checkpoint and resume (scheduler.py, "preemption_overhead = 20"), a
+        # job's first round included, the run's first round and a job's short last round not.
         preemption_overhead_s=20.0,
-        overhead_on_first_start=True,
+        overhead_rule="missed_round",
     ),
     "synergy": Preset(
         name="synergy",

@@ -35,6 +35,10 @@ class RunConfig:
     preemption_overhead_s: float = 0.0
     # Charge it on a job's first start too: real jobs pay their start-up at every launch.
     overhead_on_first_start: bool = False
+    # Who pays it: "moved" (a job on other GPUs than last round, shock's) or "missed_round"
+    # (Shockwave's simulator: a job that did not run last round, except in the first round
+    # and in a job's last, short round).
+    overhead_rule: str = "moved"
     # Per job type, in place of preemption_overhead_s (a start-up cost measured per family).
     overhead_by_job_type: dict[str, float] | None = None
     seed: int = 0
@@ -43,6 +47,9 @@ class RunConfig:
     cluster_runtime: ClusterRuntime = field(default_factory=ClusterRuntime)
     # N in rho's fair share: "time_averaged" (shock) or "trace" (jobs in the trace, Shockwave).
     rho_contention: str = "time_averaged"
+    # T_alone in rho: "exact" (the job's steps at its fastest isolated rates, shock) or
+    # "whole_epochs" (Shockwave: its per-epoch profile summed, the last epoch whole).
+    rho_alone: str = "exact"
     # Weight per entity (user or group) for hierarchical policies (--entity-weights).
     entity_weights: dict[str, float] | None = None
     # Jobs finish at the end of the round they complete in and rounds last their full length

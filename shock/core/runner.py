@@ -138,6 +138,7 @@ def build_request(
         selection=preset.selection,
         seed=options.seed,
         reallocate_every_round=preset.reallocate_every_round,
+        reallocate_on_batch_size_change=preset.reallocate_on_batch_size_change,
     )
     if mechanism.round_length_s <= 0:
         raise InputError("round length must be > 0", field="--round-length")
@@ -166,10 +167,12 @@ def build_request(
             options.overhead_on_first_start or preset.overhead_on_first_start
         ),
         overhead_by_job_type=_overheads(options.overhead_by_job_type),
+        overhead_rule=preset.overhead_rule,
         seed=options.seed,
         prices=_prices_for(options.prices, cluster.worker_types),
         cluster_runtime=options.cluster_runtime,
         rho_contention=preset.rho_contention,
+        rho_alone=preset.rho_alone,
         entity_weights=None if entities is None else entities.weights,
         quantised_rounds=preset.quantised_rounds,
         adaptation_rules=options.adaptation_rules,

@@ -9,9 +9,10 @@ arrival time; a job's completion is its own exact finish time inside the round.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import Any
 
-from shock.core.dynamics import batch_schedules, follow_schedule
+from shock.core.dynamics import batch_schedules, follow_schedule, whole_epochs_alone_s
 from shock.core.errors import ShockError
 from shock.core.events import (
     AllocationComputed,
@@ -23,10 +24,10 @@ from shock.core.events import (
     RunStarted,
 )
 from shock.core.hookspecs import Register, hookimpl
-from shock.core.mechanism import Assignment, Mechanism
+from shock.core.mechanism import Assignment, Mechanism, UnitKey
 from shock.core.metrics import JobRecord, RunCounters, compute_metrics
 from shock.core.results import RunResult
-from shock.core.run import RunRequest
+from shock.core.run import RunConfig, RunRequest
 from shock.plugins.adaptation.artifact_simulator import ArtifactBatchDynamics
 
 
@@ -73,6 +74,19 @@ class Simulator:
         schedules = batch_schedules(
             jobs, request.registry, request.table, mechanism.worker_types, request.trace.source
         )
+        # Shockwave's T_alone for rho (--preset shockwave), where the job's epochs are known.
+        whole_epochs_alone: dict[int, float | None] = {}
+        if config.rho_alone == "whole_epochs":
+            whole_epochs_alone = {
+                job.job_id: whole_epochs_alone_s(
+                    job,
+                    request.registry,
+                    request.table,
+                    mechanism.worker_types,
+                    request.trace.source,
+                )
+                for job in jobs
+            }
         # Shockwave's simulator's dynamics in place of the schedules (--adaptation-rules).
         artifact_rules: ArtifactBatchDynamics | None = None
         if config.adaptation_rules == "artifact-simulator":
@@ -109,6 +123,7 @@ class Simulator:
         idle_rounds = 0
         allocations_seen = 0
         overhead = default = config.preemption_overhead_s
+        missed_round_rule = config.overhead_rule == "missed_round"
         by_type = config.overhead_by_job_type
         quantised = config.quantised_rounds
 
@@ -172,17 +187,21 @@ class Simulator:
                 job = jobs[next_arrival]
                 state = mechanism.admit(job)
                 schedule = schedules.get(job.job_id)
-                isolated_runtime[job.job_id] = (
-                    schedule.isolated_runtime_s
-                    if schedule is not None
-                    else job.total_steps / max(state.rates)
-                )
+                alone = whole_epochs_alone.get(job.job_id)
+                if alone is None:
+                    alone = (
+                        schedule.isolated_runtime_s
+                        if schedule is not None
+                        else job.total_steps / max(state.rates)
+                    )
+                isolated_runtime[job.job_id] = alone
                 next_arrival += 1
                 if hooks.job_arrived:
                     hooks.job_arrived(
                         event=JobArrived(now, job.job_id, job.job_type, job.scale_factor)
                     )
 
+            ran_last_round = set(mechanism.previous_round) if missed_round_rule else None
             assignments = mechanism.plan_round(now)
             if hooks.allocation_computed and mechanism.stats.allocations != allocations_seen:
                 hooks.allocation_computed(
@@ -199,14 +218,8 @@ class Simulator:
                 lost = 0.0
                 if by_type is not None:
                     overhead = max(by_type.get(m.spec.job_type, default) for m in members)
-                # Resuming from a checkpoint on other GPUs costs the overhead.
-                if (
-                    overhead > 0
-                    and not assignment.kept_gpus
-                    and (
-                        config.overhead_on_first_start
-                        or any(member.steps_done > 0 for member in members)
-                    )
+                if overhead > 0 and _charged(
+                    assignment, config, ran_last_round, rounds == 0, round_length
                 ):
                     lost = min(overhead, round_length)
                 if len(members) == 1:  # the common case, kept lean
@@ -281,3 +294,35 @@ class Simulator:
 @hookimpl
 def register_backends(register: Register) -> None:
     register(Simulator())
+
+
+# Shockwave's simulator spares a job whose round, uncharged, would end this much early: its
+# last, short round.
+_SHORT_ROUND_GRACE_S = 5.0
+
+
+def _charged(
+    assignment: Assignment,
+    config: RunConfig,
+    ran_last_round: Collection[UnitKey] | None,
+    first_round: bool,
+    round_length: float,
+) -> bool:
+    """Whether the unit loses the (re)start overhead this round."""
+    members = assignment.unit.members
+    if ran_last_round is not None:
+        # Shockwave's rule: a job that did not run in the previous round pays, except in the
+        # run's first round and in a round it needs less than all of.
+        needed = max(
+            (m.total_steps - m.steps_done) / rate
+            for m, rate in zip(members, assignment.rates, strict=True)
+        )
+        return (
+            not first_round
+            and assignment.unit.key not in ran_last_round
+            and needed > round_length - _SHORT_ROUND_GRACE_S
+        )
+    # Resuming from a checkpoint on other GPUs than last round costs the overhead.
+    return not assignment.kept_gpus and (
+        config.overhead_on_first_start or any(m.steps_done > 0 for m in members)
+    )
