@@ -33,10 +33,12 @@ from shock.plugins.policies.shockwave.planner import (
 from shock.plugins.policies.shockwave.policy import Shockwave
 from shock.plugins.policies.shockwave.predictor import (
     JobProfile,
+    Measurement,
     calibration_factor,
     momentum_average,
     posterior_remaining_s,
 )
+from shock.plugins.policies.shockwave.profile import whole_seconds
 
 HIGHS = SolverSpec("highs", time_limit_s=5.0, mip_gap=1e-6)
 
@@ -198,12 +200,37 @@ def test_dirichlet_posterior_on_a_known_sequence() -> None:
     assert posterior_remaining_s(profile, 3) == pytest.approx(expected)
     assert posterior_remaining_s(profile, 10) == 0.0
     # Calibrated: a job measured at half the profile's speed takes twice as long.
-    assert posterior_remaining_s(profile, 3, calibration_factor(10, 5)) == (
-        pytest.approx(2 * expected)
-    )
-    assert calibration_factor(10, 9) == 1.0  # within Shockwave's 40% tolerance
+    half_speed = [Measurement(120.0, 100 / 60 / 2, 32), Measurement(240.0, 100 / 60 / 2, 32)]
+    assert posterior_remaining_s(
+        profile, 3, calibration_factor(1.0, half_speed, profile.durations_s, 3200)
+    ) == pytest.approx(2 * expected)
     assert profile.done_s(3) == 180.0 and profile.mean_epoch_s(3) == 60.0
     assert profile.mean_epoch_s(5) == pytest.approx((4 * 60 + 2 * 30) / 6)
+
+
+def test_calibration_counts_samples_from_time_zero_as_shockwave_does() -> None:
+    # 3,200 samples an epoch: 100 steps at batch size 32 in 60 s, 50 at 64 in 30 s.
+    profile = JobProfile((32,) * 4 + (64,) * 6, (60.0,) * 4 + (30.0,) * 6)
+    at_32 = 100 / 60  # steps/s at batch size 32, as profiled
+    durations = profile.durations_s
+    # Run from t = 0 at the profiled speed: 4 epochs in 240 s on both sides.
+    on_time = [Measurement(120.0, at_32, 32), Measurement(240.0, at_32, 32)]
+    assert calibration_factor(1.0, on_time, durations, 3200) == 1.0
+    # Within 40% nothing changes, and an earlier calibration stays (it is sticky).
+    assert calibration_factor(1.8, on_time, durations, 3200) == 1.8
+    # A job first measured at 1,200 s: its rate at batch size 32 counts from time 0
+    # (64,000 samples), while the profile walks 10 epochs in 420 s and goes on at its last
+    # epoch's pace (115,200 samples): 44% apart, so the durations grow by 115,200 / 64,000.
+    late = [Measurement(1200.0, at_32, 32)]
+    assert calibration_factor(1.0, late, durations, 3200) == pytest.approx(1.8)
+    # Nothing measured, or no dataset: unchanged.
+    assert calibration_factor(1.3, [], durations, 3200) == 1.3
+    assert calibration_factor(1.0, late, durations, 0) == 1.0
+
+
+def test_profile_durations_are_whole_seconds_as_shockwave_reads_them() -> None:
+    assert whole_seconds(0.86) == 1.0 and whole_seconds(41.5) == 42.0
+    assert whole_seconds(42.5) == 42.0 and whole_seconds(0.2) == 1.0
 
 
 def test_a_static_job_is_predicted_up_to_shockwave_current_epoch_quirk() -> None:
@@ -268,6 +295,39 @@ def test_the_policy_builds_each_job_profile_from_its_adaptation_mode() -> None:
     assert set(static.batch_sizes) == {32} and static.epochs == 40
     assert set(accordion.batch_sizes) == {32, 256} and accordion.epochs == 40
     assert policy.last_outlook[1].remaining_s < policy.last_outlook[0].remaining_s
+
+
+def _lone_job_rounds(policy: Shockwave, job: PolicyJob, start: float, rounds: int) -> PolicyJob:
+    """Run `job` alone on one GPU for `rounds` rounds from `start`, as the simulator would."""
+    table = default_throughputs()
+    rate = table.throughput(job.job_type, 1, "v100")
+    for index in range(rounds):
+        problem = PolicyInput(
+            start + 120.0 * index, (job,), ("v100",), np.array([1.0]), np.array([[rate]]),
+            table, None, 120.0,
+        )
+        policy.allocate(problem, HIGHS)
+        job = replace(job, steps_done=job.steps_done + rate * 120.0)
+    return job
+
+
+@pytest.mark.parametrize("calibration", ["artifact", "off"])
+def test_a_late_accordion_job_is_calibrated_as_in_shockwaves_simulator(calibration: str) -> None:
+    # Admitted at 4,080 s at batch size 5: its measured samples/s, counted back to time 0,
+    # fall far below the profile's, which reaches batch size 80 within those 4,000 s.
+    policy = Shockwave().with_options({"calibration": calibration})
+    job = PolicyJob(0, "LM (batch size 5)", 1, 1.0, 4055.0, 11935 * 60, 0.0, mode="accordion")
+    _lone_job_rounds(policy, job, 4080.0, 9)  # the 9th round re-plans, and so re-calibrates
+    assert policy.stats.plans == 2
+    factor = policy.tracked[0].calibration
+    assert factor > 1.4 if calibration == "artifact" else factor == 1.0
+
+
+def test_periodic_replans_come_every_8_rounds_from_the_start() -> None:
+    policy = Shockwave().for_run(0)
+    job = PolicyJob(0, "ResNet-18 (batch size 32)", 1, 1.0, 0.0, 10**7, 0.0, mode="static")
+    _lone_job_rounds(policy, job, 0.0, 17)
+    assert policy.stats.plans == 3  # rounds 1, 9 and 17
 
 
 # Priorities and rounds.

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 RANKINGS = ("milp", "greedy", "slack")
+CALIBRATIONS = ("artifact", "off")
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,8 +19,8 @@ class ShockwaveOptions:
     num_rounds: int = 20
     # Round length the plan assumes; 0: the mechanism's (--round-length / the preset's).
     round_length_s: float = 0.0
-    # Re-plan after this many rounds without arrivals or completions (Shockwave's simulator:
-    # REOPT_ROUNDS = 8).
+    # Also re-plan every this many rounds, whatever other re-plans happened in between
+    # (Shockwave's simulator: REOPT_ROUNDS = 8, counted from the run's first round).
     replan_every_rounds: int = 8
     # Weight of the longest predicted run time left after the window, per second ("k").
     k: float = 1e-3
@@ -36,6 +37,9 @@ class ShockwaveOptions:
     # 0 as Shockwave does (shock's option: Shockwave's ratio of absolute times moves little
     # for jobs that arrive late).
     rho_since_arrival: bool = False
+    # Epoch-duration calibration from measured throughput: "artifact" (Shockwave's: measured
+    # and profiled samples counted from time 0, sticky, 40% tolerance) or "off".
+    calibration: str = "artifact"
     # Weight of the series average in the fair-finish target (Shockwave: 0.9).
     momentum: float = 0.9
     # Try first the plan in which every job meets its fair-finish target.
@@ -65,6 +69,8 @@ class ShockwaveOptions:
             raise ValueError("time_limit_s > 0 and 0 <= mip_gap < 1 needed")
         if not 0 < self.log_origin < 1:
             raise ValueError("log_origin must lie in (0, 1)")
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(f"calibration must be one of {', '.join(CALIBRATIONS)}")
         if self.ranking not in RANKINGS:
             raise ValueError(f"ranking must be one of {', '.join(RANKINGS)}")
         self.bases()  # checks the text

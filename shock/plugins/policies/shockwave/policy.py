@@ -25,6 +25,7 @@ import numpy as np
 
 from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.model import batch_size_of
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
 from shock.core.policy_options import typed_options
 from shock.core.solver import SolverSpec
@@ -32,12 +33,13 @@ from shock.plugins.policies.shockwave.options import ShockwaveOptions
 from shock.plugins.policies.shockwave.planner import Plan, PlanJob, PlanProblem, solve_plan
 from shock.plugins.policies.shockwave.predictor import (
     JobProfile,
+    Measurement,
     calibration_factor,
     momentum_average,
     posterior_remaining_s,
     uniform_share,
 )
-from shock.plugins.policies.shockwave.profile import build_profile, epoch_steps
+from shock.plugins.policies.shockwave.profile import build_profile, epoch_steps, samples_per_epoch
 
 
 @dataclass(slots=True)
@@ -45,8 +47,17 @@ class _Tracked:
     """What the policy keeps about one job."""
 
     profile: JobProfile
+    admitted_s: float  # when the policy first saw it: Shockwave's submit time
+    samples_per_epoch: float  # 0 for a model without a known dataset
     # (time, finish-time estimate at a uniform share), one per re-estimation.
     finish_estimates: list[tuple[float, float]] = field(default_factory=list)
+    # Speed in each round it ran, and the factor on its profiled epoch durations.
+    measurements: list[Measurement] = field(default_factory=list)
+    calibration: float = 1.0
+    # Its steps, speed and batch size when the last round was planned.
+    last_steps_done: float = 0.0
+    last_rate: float = 0.0
+    last_batch_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +97,7 @@ class Shockwave(Policy):
         self.tracked: dict[int, _Tracked] = {}
         self.plan: Plan | None = None
         self.plan_round = 0  # the plan's round index for the coming round
+        self.rounds_run = 0  # rounds planned so far: Shockwave re-plans every 8th, whatever
         self.planned_jobs: frozenset[int] = frozenset()
         self.estimated_jobs: frozenset[int] = frozenset()
         self.last_outlook: dict[int, JobOutlook] = {}
@@ -100,22 +112,35 @@ class Shockwave(Policy):
     # Observing jobs.
 
     def _track(self, problem: PolicyInput) -> None:
+        """Start tracking new jobs; record the speed of those that ran in the last round."""
         for index, job in enumerate(problem.jobs):
-            if job.job_id not in self.tracked:
-                measured = float(problem.throughputs[index].max(initial=0.0))
-                profile = build_profile(job, problem.table, problem.worker_types, measured)
-                self.tracked[job.job_id] = _Tracked(profile)
+            rate = float(problem.throughputs[index].max(initial=0.0))
+            tracked = self.tracked.get(job.job_id)
+            if tracked is None:
+                profile = build_profile(job, problem.table, problem.worker_types, rate)
+                tracked = _Tracked(profile, problem.now, samples_per_epoch(job))
+                self.tracked[job.job_id] = tracked
+            elif job.steps_done > tracked.last_steps_done:
+                tracked.measurements.append(
+                    Measurement(problem.now, tracked.last_rate, tracked.last_batch_size)
+                )
+            tracked.last_steps_done = job.steps_done
+            tracked.last_rate = rate
+            tracked.last_batch_size = batch_size_of(job.job_type) or 0
         active = {job.job_id for job in problem.jobs}
         for job_id in set(self.tracked) - active:
             del self.tracked[job_id]
 
-    def _calibration(self, problem: PolicyInput, index: int, epochs_done: int) -> float:
-        job = problem.jobs[index]
-        profile = self.tracked[job.job_id].profile
-        measured = float(problem.throughputs[index].max(initial=0.0))
-        current = min(epochs_done, profile.epochs - 1)
-        table_rate = epoch_steps(job) / profile.durations_s[current]
-        return calibration_factor(table_rate, measured)
+    def _recalibrate(self) -> None:
+        """Shockwave re-calibrates a job's epoch durations whenever it predicts its remaining
+        run time, which its simulator does when it plans."""
+        for tracked in self.tracked.values():
+            tracked.calibration = calibration_factor(
+                tracked.calibration,
+                tracked.measurements,
+                tracked.profile.durations_s,
+                tracked.samples_per_epoch,
+            )
 
     def _outlook(self, problem: PolicyInput) -> list[JobOutlook]:
         options = self.options
@@ -125,16 +150,16 @@ class Shockwave(Policy):
         ids = frozenset(job.job_id for job in problem.jobs)
         reestimate = ids != self.estimated_jobs
         progress: list[tuple[int, float, float]] = []
-        for index, job in enumerate(problem.jobs):
+        for job in problem.jobs:
             tracked = self.tracked[job.job_id]
             epochs_done = min(
                 math.floor(job.steps_done / epoch_steps(job) + 1e-9), tracked.profile.epochs
             )
-            calibration = self._calibration(problem, index, epochs_done)
+            calibration = tracked.calibration
             remaining = posterior_remaining_s(tracked.profile, epochs_done, calibration)
             if reestimate:
                 done = tracked.profile.done_s(epochs_done) * calibration
-                estimate = job.arrival_time + (done + remaining) / share
+                estimate = tracked.admitted_s + (done + remaining) / share
                 tracked.finish_estimates.append((now, estimate))
             epoch_s = tracked.profile.mean_epoch_s(epochs_done) * calibration
             progress.append((epochs_done, remaining, epoch_s))
@@ -232,15 +257,20 @@ class Shockwave(Policy):
         options = self.options
         round_length = options.round_length_s or problem.round_length_s or 120.0
         self._track(problem)
-        outlook = self._outlook(problem)
-        self.last_outlook = {job.job_id: job for job in outlook}
-        ids = frozenset(job.job_id for job in outlook)
-        objective = None
-        if (
+        ids = frozenset(job.job_id for job in problem.jobs)
+        periodic = self.rounds_run > 0 and self.rounds_run % options.replan_every_rounds == 0
+        replan = (
             self.plan is None
             or ids != self.planned_jobs
-            or self.plan_round >= min(options.replan_every_rounds, options.num_rounds)
-        ):
+            or periodic
+            or self.plan_round >= options.num_rounds
+        )
+        if replan and options.calibration == "artifact":
+            self._recalibrate()
+        outlook = self._outlook(problem)
+        self.last_outlook = {job.job_id: job for job in outlook}
+        objective = None
+        if replan:
             self.plan = self._solve(problem, outlook, round_length, solver)
             self.planned_jobs = ids
             self.plan_round = 0
@@ -254,6 +284,7 @@ class Shockwave(Policy):
                 if runs > 0.5 and job_id in ids
             ]
         self.plan_round += 1
+        self.rounds_run += 1
         # Idle GPUs go to the other jobs, longest predicted remaining run time first.
         chosen = set(planned)
         fill = sorted(

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-# Shockwave re-calibrates profiled epoch durations only when the measured work strays more
-# than 40% from the profile (JobMetaData.calibrate_profiled_epoch_duration).
+# Shockwave re-calibrates profiled epoch durations only when the measured samples stray more
+# than 40% from the profile's (JobMetaData.calibrate_profiled_epoch_duration).
 CALIBRATION_TOLERANCE = 0.4
 
 
@@ -81,13 +81,59 @@ def posterior_remaining_s(profile: JobProfile, epochs_done: int, calibration: fl
     return runtime * left / inflated * calibration
 
 
-def calibration_factor(table_rate: float, measured_rate: float) -> float:
-    """Measured epochs take table_rate / measured_rate times the profile's duration; within
-    Shockwave's 40% tolerance the profile is trusted as it is."""
-    if table_rate <= 0 or measured_rate <= 0:
-        return 1.0
-    ratio = table_rate / measured_rate
-    return 1.0 if abs(1.0 / ratio - 1.0) <= CALIBRATION_TOLERANCE else ratio
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """A job's speed in a round it ran, recorded at the round's end (Shockwave's throughput
+    timeline: steps/s and the batch size)."""
+
+    time_s: float
+    steps_per_s: float
+    batch_size: int
+
+
+def calibration_factor(
+    factor: float,
+    measurements: Sequence[Measurement],
+    durations_s: Sequence[float],
+    samples_per_epoch: float,
+) -> float:
+    """Shockwave's re-calibration of a job's profiled epoch durations
+    (`JobMetaData.calibrate_profiled_epoch_duration`), as the factor every profiled duration
+    is multiplied by. Both sides count samples from time 0 to the last measurement:
+
+    - measured: each measurement's samples/s held since the one before it (the first since
+      time 0, so also over the time before the job arrived);
+    - profiled: the profile's epochs in order from epoch 0 over the same time, the epoch the
+      time ends in counted in part at its current (calibrated) duration, beyond the profile's
+      end at its last epoch's.
+
+    When they differ by more than 40% of the profiled samples every duration becomes the
+    profiled one x profiled / measured; otherwise the current factor stays (it is sticky)."""
+    if not measurements or samples_per_epoch <= 0:
+        return factor
+    measured = 0.0
+    previous = 0.0
+    for m in sorted(measurements, key=lambda m: m.time_s):
+        measured += m.steps_per_s * m.batch_size * (m.time_s - previous)
+        previous = m.time_s
+    horizon = previous
+    elapsed = profiled = 0.0
+    index = 0  # the epoch the time ends in (the last one if it runs past the profile)
+    for duration in durations_s:
+        if elapsed + duration > horizon:
+            break
+        elapsed += duration
+        profiled += samples_per_epoch
+        index += 1
+    index = min(index, len(durations_s) - 1)
+    deficit = horizon - elapsed
+    if deficit > 0:
+        profiled += samples_per_epoch * deficit / (durations_s[index] * factor)
+    if measured <= 0 or profiled <= 0:
+        return factor
+    if abs(measured - profiled) / profiled <= CALIBRATION_TOLERANCE:
+        return factor
+    return profiled / measured
 
 
 def uniform_share(gpus: float, jobs: int) -> float:

@@ -4,7 +4,9 @@ gives each epoch, and each epoch's isolated duration at that batch size.
 Shockwave hands its scheduler these profiles (the pickle its profile generator writes); shock
 builds the same from the job's trace columns: `num_epochs = ceil(total_steps /
 ceil(samples / initial batch size))`, the batch sizes of the job's adaptation plugin, and
-duration = ceil(samples / bs) / the fastest isolated throughput at bs and the job's scale factor.
+duration = (samples / bs) / the fastest isolated throughput at bs and the job's scale factor,
+rounded to whole seconds and at least 1 s, as Shockwave's scheduler reads them
+(`JobMetaData.convert_epoch_duration_in_seconds`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ def epoch_steps(job: PolicyJob) -> float:
     return float(steps_per_epoch(model, size))
 
 
+def samples_per_epoch(job: PolicyJob) -> float:
+    """Samples in one epoch of the job's dataset; 0 for a model without a known dataset."""
+    return float(datasets().samples(model_family_of(job.job_type)) or 0)
+
+
 def _batch_sizes(job: PolicyJob) -> list[int] | None:
     size = batch_size_of(job.job_type)
     if size is None or datasets().samples(model_family_of(job.job_type)) is None:
@@ -50,6 +57,11 @@ def _batch_sizes(job: PolicyJob) -> list[int] | None:
         return [size] * count
 
 
+def whole_seconds(duration_s: float) -> float:
+    """An epoch duration as Shockwave's scheduler keeps it: rounded (half to even), >= 1 s."""
+    return max(1.0, float(round(duration_s)))
+
+
 def build_profile(
     job: PolicyJob,
     table: ThroughputTable | None,
@@ -62,6 +74,7 @@ def build_profile(
         per_epoch = job.total_steps / PSEUDO_EPOCHS / measured_rate if measured_rate > 0 else 1.0
         return JobProfile((0,) * PSEUDO_EPOCHS, (per_epoch,) * PSEUDO_EPOCHS)
     model = model_family_of(job.job_type)
+    samples = datasets().samples(model) or 0
     by_size: dict[int, float] = {}
     for size in set(sizes):
         rate = 0.0
@@ -70,7 +83,7 @@ def build_profile(
             rate = max(table.throughput(job_type, job.scale_factor, w) for w in worker_types)
         if rate <= 0 and size == batch_size_of(job.job_type):
             rate = measured_rate
-        by_size[size] = steps_per_epoch(model, size) / rate if rate > 0 else math.inf
+        by_size[size] = whole_seconds(samples / size / rate) if rate > 0 else math.inf
     if any(math.isinf(d) for d in by_size.values()):  # a batch size the table lacks
         known = [d for d in by_size.values() if not math.isinf(d)]
         fallback = min(known) if known else 1.0
