@@ -72,11 +72,13 @@ def scenarios() -> list[Scenario]:
     ]
 
 
-# Shown beside the defaults: shockwave with rho measured from each job's arrival (shock's
-# option; Shockwave's own rho is a ratio of absolute times), and shockwave and LAS with batch
-# sizes evolving as in Shockwave's simulator (--adaptation-rules artifact-simulator).
+# Shown beside the defaults: shockwave without Shockwave's epoch-duration calibration, with
+# rho measured from each job's arrival (shock's option; Shockwave's own rho is a ratio of
+# absolute times), and shockwave and LAS with batch sizes evolving as in Shockwave's simulator
+# (--adaptation-rules artifact-simulator).
 ARTIFACT_RULES = "artifact-simulator"
 VARIANTS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "shockwave calibration=off": ("shockwave", ("calibration=off",), "profile"),
     "shockwave rho_since_arrival": ("shockwave", ("rho_since_arrival=true",), "profile"),
     "shockwave (sim rules)": ("shockwave", (), ARTIFACT_RULES),
     "max_min_fairness (sim rules)": ("max_min_fairness", (), ARTIFACT_RULES),
