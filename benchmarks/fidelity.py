@@ -44,6 +44,7 @@ from shock.cluster.journal import Journal
 from shock.cluster.timeline import (
     RunTiming,
     average_rates,
+    average_rates_by,
     read_rounds,
     round_lengths,
     run_timings,
@@ -317,16 +318,7 @@ def _diff(a: float, b: float) -> float:
 
 def job_rates(timings: list[RunTiming]) -> dict[int, float]:
     """Each job's own average rate over its runs (as `average_rates` per family)."""
-    steps: dict[int, float] = {}
-    seconds: dict[int, float] = {}
-    for timing in timings:
-        if timing.startup_s is None:
-            continue
-        trained = timing.active_s - timing.dispatch_wait_s - timing.startup_s
-        if trained > 0:
-            steps[timing.job_id] = steps.get(timing.job_id, 0.0) + timing.steps
-            seconds[timing.job_id] = seconds.get(timing.job_id, 0.0) + trained
-    return {job_id: steps[job_id] / seconds[job_id] for job_id in steps}
+    return average_rates_by(timings, lambda timing: timing.job_id)
 
 
 def report_order(

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import statistics
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import TypeVar
 
 from shock.cluster.journal import Journal, RunRow
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,16 +118,24 @@ def average_rates(timings: list[RunTiming]) -> dict[str, float]:
     """Steps/s of each job type over the whole run: its runs' steps over their seconds from
     "started" until they stopped training. Unlike the scheduler's EWMA (which follows the
     latest reports, e.g. a job running alone at the end), the rate the run really had."""
-    steps: dict[str, float] = {}
-    seconds: dict[str, float] = {}
+    return average_rates_by(timings, lambda timing: timing.job_type)
+
+
+def average_rates_by(
+    timings: list[RunTiming], key: Callable[[RunTiming], K]
+) -> dict[K, float]:
+    """`average_rates` grouped by `key` (a job type, a job id, ...)."""
+    steps: dict[K, float] = {}
+    seconds: dict[K, float] = {}
     for timing in timings:
         if timing.startup_s is None:
             continue
         trained = timing.active_s - timing.dispatch_wait_s - timing.startup_s
         if trained > 0:
-            steps[timing.job_type] = steps.get(timing.job_type, 0.0) + timing.steps
-            seconds[timing.job_type] = seconds.get(timing.job_type, 0.0) + trained
-    return {job_type: steps[job_type] / seconds[job_type] for job_type in steps}
+            group = key(timing)
+            steps[group] = steps.get(group, 0.0) + timing.steps
+            seconds[group] = seconds.get(group, 0.0) + trained
+    return {group: steps[group] / seconds[group] for group in steps}
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,7 +99,8 @@ def calibration_factor(
 ) -> float:
     """Shockwave's re-calibration of a job's profiled epoch durations
     (`JobMetaData.calibrate_profiled_epoch_duration`), as the factor every profiled duration
-    is multiplied by. Both sides count samples from time 0 to the last measurement:
+    is multiplied by; `measurements` in time order. Both sides count samples from time 0 to
+    the last measurement:
 
     - measured: each measurement's samples/s held since the one before it (the first since
       time 0, so also over the time before the job arrived);
@@ -113,7 +114,7 @@ def calibration_factor(
         return factor
     measured = 0.0
     previous = 0.0
-    for m in sorted(measurements, key=lambda m: m.time_s):
+    for m in measurements:  # in time order, as recorded
         measured += m.steps_per_s * m.batch_size * (m.time_s - previous)
         previous = m.time_s
     horizon = previous
