@@ -72,12 +72,14 @@ def scenarios() -> list[Scenario]:
     ]
 
 
-# Shown beside the defaults: shockwave without Shockwave's epoch-duration calibration, with
-# rho measured from each job's arrival (shock's option; Shockwave's own rho is a ratio of
-# absolute times), and shockwave and LAS with batch sizes evolving as in Shockwave's simulator
-# (--adaptation-rules artifact-simulator).
+# Shown beside the defaults: shockwave with Shockwave's own epoch-duration calibration
+# (samples counted from time 0) and without any, with rho measured from each job's arrival
+# (shock's option; Shockwave's own rho is a ratio of absolute times), and shockwave and LAS
+# with batch sizes evolving as in Shockwave's simulator (--adaptation-rules
+# artifact-simulator).
 ARTIFACT_RULES = "artifact-simulator"
 VARIANTS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "shockwave calibration=artifact": ("shockwave", ("calibration=artifact",), "profile"),
     "shockwave calibration=off": ("shockwave", ("calibration=off",), "profile"),
     "shockwave rho_since_arrival": ("shockwave", ("rho_since_arrival=true",), "profile"),
     "shockwave (sim rules)": ("shockwave", (), ARTIFACT_RULES),
@@ -126,7 +128,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write every run's metrics here")
     args = parser.parse_args()
     console = Console(width=140)
-    policies = default_registry().names("policy")
+    # shock's own policies: a plugin installed beside it (such as the example) is not a baseline
+    policies = default_registry().names_from("policy", "shock")
     policies = ["shockwave", *VARIANTS] + [p for p in policies if p != "shockwave"]
     if args.quick:
         policies = ["shockwave", "max_min_fairness", *VARIANTS]

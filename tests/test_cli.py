@@ -173,6 +173,14 @@ def test_plugins_table_includes_third_party_provider() -> None:
     assert rows[("policy", "fifo")][2] == "shock"
 
 
+def test_names_from_a_provider_leave_out_third_party_plugins() -> None:
+    registry = _registry_with_third_party_plugin()
+    builtin = registry.names_from("policy", "shock")
+    assert "fifo" in builtin and "shockwave" in builtin
+    assert "third_party_sjf" not in builtin
+    assert registry.names_from("policy", "shock-third-party-policy") == ["third_party_sjf"]
+
+
 def test_plugins_table_never_cuts_names_at_80_columns() -> None:
     from rich.console import Console
 

@@ -34,9 +34,11 @@ from shock.plugins.policies.shockwave.policy import Shockwave
 from shock.plugins.policies.shockwave.predictor import (
     JobProfile,
     Measurement,
+    RoundRun,
     calibration_factor,
     momentum_average,
     posterior_remaining_s,
+    running_calibration_factor,
 )
 from shock.plugins.policies.shockwave.profile import whole_seconds
 
@@ -228,6 +230,48 @@ def test_calibration_counts_samples_from_time_zero_as_shockwave_does() -> None:
     assert calibration_factor(1.0, late, durations, 0) == 1.0
 
 
+def test_running_calibration_compares_speeds_at_the_batch_size_each_round_ran() -> None:
+    # Profile: 60 s epochs at batch size 32, 30 s at 64; rounds of 120 s.
+    profile = JobProfile((32,) * 4 + (64,) * 6, (60.0,) * 4 + (30.0,) * 6)
+    # On the profile's pace (2 epochs a round at 32, 4 at 64), whatever the waits between.
+    on_pace = [RoundRun(2.0, 32), RoundRun(4.0, 64)]
+    assert running_calibration_factor(1.0, on_pace, 120.0, profile) == 1.0
+    # A restart cost of 20 s in every round (5/6 of the pace) stays within the 40% tolerance,
+    # and an earlier factor stays (sticky, as Shockwave's).
+    restarted = [RoundRun(2.0 * 5 / 6, 32), RoundRun(4.0 * 5 / 6, 64)]
+    assert running_calibration_factor(1.0, restarted, 120.0, profile) == 1.0
+    assert running_calibration_factor(1.7, restarted, 120.0, profile) == 1.7
+    # Half the profile's speed at both sizes: durations double.
+    half = [RoundRun(1.0, 32), RoundRun(2.0, 64), RoundRun(2.0, 64)]
+    assert running_calibration_factor(1.0, half, 120.0, profile) == pytest.approx(2.0)
+    # Twice as fast: durations halve.
+    double = [RoundRun(4.0, 32), RoundRun(8.0, 64)]
+    assert running_calibration_factor(1.0, double, 120.0, profile) == pytest.approx(0.5)
+    # A batch size the profile lacks has no reference speed; nothing run, nothing changes.
+    assert running_calibration_factor(1.3, [RoundRun(0.1, 128)], 120.0, profile) == 1.3
+    assert running_calibration_factor(1.3, [], 120.0, profile) == 1.3
+
+
+def test_running_calibration_follows_a_job_slower_than_its_profile() -> None:
+    """A job that runs at 40% of the table's speed (a real cluster slower than profiled) has
+    its durations scaled by 2.5 at the next plan; one on the table's speed keeps them."""
+    table = default_throughputs()
+    job_type = "ResNet-18 (batch size 32)"
+    rate = table.throughput(job_type, 1, "v100")
+    for speed, expected in ((0.4, 2.5), (1.0, 1.0)):
+        policy = Shockwave().for_run(0)
+        job = PolicyJob(0, job_type, 1, 1.0, 0.0, 1563 * 400, 0.0, mode="static")
+        for index in range(9):  # the 9th round re-plans, and so re-calibrates
+            problem = PolicyInput(
+                120.0 * index, (job,), ("v100",), np.array([1.0]), np.array([[rate]]),
+                table, None, 120.0,
+            )
+            policy.allocate(problem, HIGHS)
+            job = replace(job, steps_done=job.steps_done + speed * rate * 120.0)
+        # The profile's epochs are whole seconds, so the factor is close to, not exactly, 2.5.
+        assert policy.tracked[0].calibration == pytest.approx(expected, rel=0.02)
+
+
 def test_profile_durations_are_whole_seconds_as_shockwave_reads_them() -> None:
     assert whole_seconds(0.86) == 1.0 and whole_seconds(41.5) == 42.0
     assert whole_seconds(42.5) == 42.0 and whole_seconds(0.2) == 1.0
@@ -311,10 +355,11 @@ def _lone_job_rounds(policy: Shockwave, job: PolicyJob, start: float, rounds: in
     return job
 
 
-@pytest.mark.parametrize("calibration", ["artifact", "off"])
+@pytest.mark.parametrize("calibration", ["artifact", "running", "off"])
 def test_a_late_accordion_job_is_calibrated_as_in_shockwaves_simulator(calibration: str) -> None:
     # Admitted at 4,080 s at batch size 5: its measured samples/s, counted back to time 0,
-    # fall far below the profile's, which reaches batch size 80 within those 4,000 s.
+    # fall far below the profile's, which reaches batch size 80 within those 4,000 s. shock's
+    # default ("running") compares its speed with the profile's at batch size 5: on pace.
     policy = Shockwave().with_options({"calibration": calibration})
     job = PolicyJob(0, "LM (batch size 5)", 1, 1.0, 4055.0, 11935 * 60, 0.0, mode="accordion")
     _lone_job_rounds(policy, job, 4080.0, 9)  # the 9th round re-plans, and so re-calibrates

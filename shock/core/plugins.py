@@ -95,6 +95,10 @@ class PluginRegistry:
     def names(self, kind: str) -> list[str]:
         return sorted(self._by_kind[kind])
 
+    def names_from(self, kind: str, provider: str) -> list[str]:
+        """Names of the plugins of `kind` that `provider` (a distribution) registered."""
+        return [n for n in self.names(kind) if self._by_kind[kind][n].provider == provider]
+
     def all(self, kind: str) -> list[Any]:
         return [self._by_kind[kind][n].obj for n in self.names(kind)]
 

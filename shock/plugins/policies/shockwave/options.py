@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 RANKINGS = ("milp", "greedy", "slack")
-CALIBRATIONS = ("artifact", "off")
+CALIBRATIONS = ("running", "artifact", "off")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +37,11 @@ class ShockwaveOptions:
     # 0 as Shockwave does (shock's option: Shockwave's ratio of absolute times moves little
     # for jobs that arrive late).
     rho_since_arrival: bool = False
-    # Epoch-duration calibration from measured throughput: "artifact" (Shockwave's: measured
-    # and profiled samples counted from time 0, sticky, 40% tolerance) or "off".
-    calibration: str = "artifact"
+    # Epoch-duration calibration from measured progress: "running" (the epochs the job did
+    # in the time it ran against the profile's in that time), "artifact" (Shockwave's: samples
+    # counted from time 0, so also over time the job never ran), or "off". Both calibrate
+    # when the two differ by more than 40% and keep the factor otherwise.
+    calibration: str = "running"
     # Weight of the series average in the fair-finish target (Shockwave: 0.9).
     momentum: float = 0.9
     # Try first the plan in which every job meets its fair-finish target.

@@ -26,7 +26,7 @@ import numpy as np
 from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.model import batch_size_of
-from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, ProblemClass
 from shock.core.policy_options import typed_options
 from shock.core.solver import SolverSpec
 from shock.plugins.policies.shockwave.options import ShockwaveOptions
@@ -34,9 +34,11 @@ from shock.plugins.policies.shockwave.planner import Plan, PlanJob, PlanProblem,
 from shock.plugins.policies.shockwave.predictor import (
     JobProfile,
     Measurement,
+    RoundRun,
     calibration_factor,
     momentum_average,
     posterior_remaining_s,
+    running_calibration_factor,
     uniform_share,
 )
 from shock.plugins.policies.shockwave.profile import build_profile, epoch_steps, samples_per_epoch
@@ -54,8 +56,11 @@ class _Tracked:
     # Speed in each round it ran, and the factor on its profiled epoch durations.
     measurements: list[Measurement] = field(default_factory=list)
     calibration: float = 1.0
-    # Its steps, speed and batch size when the last round was planned.
-    last_steps_done: float = 0.0
+    # The epochs it did in each round it ran, at which batch size.
+    runs: list[RoundRun] = field(default_factory=list)
+    # Its epochs done, speed and batch size when the last round was planned (epochs, not
+    # steps: a batch-size change rescales the steps).
+    last_epochs: float = 0.0
     last_rate: float = 0.0
     last_batch_size: int = 0
 
@@ -115,32 +120,40 @@ class Shockwave(Policy):
         """Start tracking new jobs; record the speed of those that ran in the last round."""
         for index, job in enumerate(problem.jobs):
             rate = float(problem.throughputs[index].max(initial=0.0))
+            epochs = _epochs_done(job)
             tracked = self.tracked.get(job.job_id)
             if tracked is None:
                 profile = build_profile(job, problem.table, problem.worker_types, rate)
                 tracked = _Tracked(profile, problem.now, samples_per_epoch(job))
                 self.tracked[job.job_id] = tracked
-            elif job.steps_done > tracked.last_steps_done:
+            elif epochs > tracked.last_epochs + 1e-12:
+                tracked.runs.append(RoundRun(epochs - tracked.last_epochs, tracked.last_batch_size))
                 tracked.measurements.append(
                     Measurement(problem.now, tracked.last_rate, tracked.last_batch_size)
                 )
-            tracked.last_steps_done = job.steps_done
+            tracked.last_epochs = epochs
             tracked.last_rate = rate
             tracked.last_batch_size = batch_size_of(job.job_type) or 0
         active = {job.job_id for job in problem.jobs}
         for job_id in set(self.tracked) - active:
             del self.tracked[job_id]
 
-    def _recalibrate(self) -> None:
+    def _recalibrate(self, round_length: float) -> None:
         """Shockwave re-calibrates a job's epoch durations whenever it predicts its remaining
         run time, which its simulator does when it plans."""
+        method = self.options.calibration
         for tracked in self.tracked.values():
-            tracked.calibration = calibration_factor(
-                tracked.calibration,
-                tracked.measurements,
-                tracked.profile.durations_s,
-                tracked.samples_per_epoch,
-            )
+            if method == "artifact":
+                tracked.calibration = calibration_factor(
+                    tracked.calibration,
+                    tracked.measurements,
+                    tracked.profile.durations_s,
+                    tracked.samples_per_epoch,
+                )
+            elif method == "running":
+                tracked.calibration = running_calibration_factor(
+                    tracked.calibration, tracked.runs, round_length, tracked.profile
+                )
 
     def _outlook(self, problem: PolicyInput) -> list[JobOutlook]:
         options = self.options
@@ -152,9 +165,7 @@ class Shockwave(Policy):
         progress: list[tuple[int, float, float]] = []
         for job in problem.jobs:
             tracked = self.tracked[job.job_id]
-            epochs_done = min(
-                math.floor(job.steps_done / epoch_steps(job) + 1e-9), tracked.profile.epochs
-            )
+            epochs_done = min(math.floor(_epochs_done(job) + 1e-9), tracked.profile.epochs)
             calibration = tracked.calibration
             remaining = posterior_remaining_s(tracked.profile, epochs_done, calibration)
             if reestimate:
@@ -265,8 +276,8 @@ class Shockwave(Policy):
             or periodic
             or self.plan_round >= options.num_rounds
         )
-        if replan and options.calibration == "artifact":
-            self._recalibrate()
+        if replan:
+            self._recalibrate(round_length)
         outlook = self._outlook(problem)
         self.last_outlook = {job.job_id: job for job in outlook}
         objective = None
@@ -309,6 +320,11 @@ class Shockwave(Policy):
                 row = keys.index(job_id)
                 fractions[row, int(np.argmax(problem.throughputs[row]))] = 1.0
         return Allocation(keys, problem.worker_types, fractions, objective, order)
+
+
+def _epochs_done(job: PolicyJob) -> float:
+    """Epochs done, fractional: steps done over steps per epoch at the current batch size."""
+    return job.steps_done / epoch_steps(job)
 
 
 @hookimpl

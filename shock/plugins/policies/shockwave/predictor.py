@@ -137,6 +137,42 @@ def calibration_factor(
     return profiled / measured
 
 
+@dataclass(frozen=True, slots=True)
+class RoundRun:
+    """The epochs (fractional) a job did in one round it ran, and its batch size then."""
+
+    epochs: float
+    batch_size: int
+
+
+def running_calibration_factor(
+    factor: float, runs: Sequence[RoundRun], round_length_s: float, profile: JobProfile
+) -> float:
+    """shock's calibration of a job's profiled epoch durations from its measured speed: the
+    epochs it did in the rounds it ran, against the epochs the profile's mean epoch duration
+    at each round's batch size gives for a round.
+
+    Shockwave's `calibration_factor` counts both sides from time 0 along the profile's epochs
+    in order, so a job that arrives late or waits is judged at its first speed over time it
+    never ran against batch sizes it has not reached. This one compares speeds at the batch
+    size each round ran, so in a simulator whose speeds are the profile's it stays at 1 (the
+    40% tolerance absorbs restart costs), and on a real cluster it follows the measured
+    speed. Tolerance and stickiness are Shockwave's."""
+    by_mode = profile.mean_duration_by_mode()
+    measured = profiled = 0.0
+    for run in runs:
+        duration = by_mode.get(run.batch_size)
+        if duration is None or duration <= 0:  # a batch size the profile lacks: no reference
+            continue
+        measured += run.epochs
+        profiled += round_length_s / duration
+    if measured <= 0 or profiled <= 0:
+        return factor
+    if abs(measured - profiled) / profiled <= CALIBRATION_TOLERANCE:
+        return factor
+    return profiled / measured
+
+
 def uniform_share(gpus: float, jobs: int) -> float:
     """Each job's share of the cluster when every job gets the same: min(1, GPUs / jobs)."""
     return min(1.0, gpus / max(jobs, 1))
