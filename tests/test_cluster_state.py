@@ -4,11 +4,14 @@ re-keys the job's throughput, and a restarted scheduler resumes the fairness cou
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from pathlib import Path
 
+import pytest
 from cluster_procs import write_trace
 
+from shock.cluster.journal import Journal
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
 from shock.core.runner import RunOptions, build_request
@@ -42,9 +45,13 @@ class DrivenWorker:
         return [c.launch for c in commands if c.WhichOneof("command") == "launch"]
 
 
-def _scheduler(tmp_path: Path, jobs: list[tuple[str, int]]) -> ClusterScheduler:
+def _scheduler(
+    tmp_path: Path, jobs: list[tuple[str, int]], policy: str = "max_min_fairness"
+) -> ClusterScheduler:
     trace = write_trace(tmp_path / "jobs.trace", jobs)
-    request = build_request(RunOptions(trace=str(trace), cluster="v100=1", round_length_s=5.0))
+    request = build_request(
+        RunOptions(policy=policy, trace=str(trace), cluster="v100=1", round_length_s=5.0)
+    )
     return ClusterScheduler(request, SchedulerSettings(state_dir=tmp_path / "state"))
 
 
@@ -144,6 +151,54 @@ def test_a_restarted_scheduler_resumes_the_fairness_counters(tmp_path: Path) -> 
     assert _counters(second) == before
     assert (second.mechanism.last_reset_s, second.mechanism.worker_time) == clock  # type: ignore[union-attr]
     second.journal.close()
+
+
+def _run_rounds(scheduler: ClusterScheduler, worker: DrivenWorker, rounds: int) -> None:
+    """One GPU: each round runs one job, which trains a little and is preempted."""
+    for _ in range(rounds):
+        _start_round(scheduler)
+        for launch in worker.launched():
+            worker.report(launch.run_id, launch.job_id, started=pb.Started(step=0))
+            time.sleep(0.02)
+            step = scheduler.jobs[launch.job_id].step + 50
+            worker.report(launch.run_id, launch.job_id, exit=pb.Exit(reason="preempted", step=step))
+        _end_round(scheduler)
+
+
+@pytest.mark.parametrize("policy", ["shockwave", "finish_time_fairness_perf"])
+def test_a_restarted_scheduler_gives_the_policy_its_memory_back(
+    tmp_path: Path, policy: str
+) -> None:
+    jobs = [(job_type, 100_000) for job_type in ("LM (batch size 20)", RESNET_32, RESNET_64)]
+    first = _scheduler(tmp_path, jobs, policy)
+    worker = DrivenWorker(first)
+    _run_rounds(first, worker, 4)
+    kept = first.policy.snapshot()
+    fresh = first.request.policy.for_run(first.request.config.seed).snapshot()
+    assert kept is not None and json.dumps(kept) != json.dumps(fresh)
+    first.journal.close()
+
+    second = _scheduler(tmp_path, jobs, policy)
+    assert json.dumps(second.policy.snapshot()) == json.dumps(kept)
+    second.journal.close()
+
+
+def test_another_policys_or_a_broken_memory_is_set_aside(tmp_path: Path) -> None:
+    jobs = [(RESNET_32, 100_000), (RESNET_64, 100_000)]
+    first = _scheduler(tmp_path, jobs, "finish_time_fairness_perf")
+    _run_rounds(first, DrivenWorker(first), 2)
+    first.journal.close()
+    # Restarted with another policy: it starts afresh.
+    other = _scheduler(tmp_path, jobs, "fifo")
+    assert other.policy.snapshot()["placed"] == {}  # type: ignore[index]
+    other.journal.close()
+    # A snapshot that does not fit (an edited journal): afresh too, no traceback.
+    journal = Journal(tmp_path / "state")
+    journal.set_meta("policy_state", json.dumps({"policy": "fifo", "state": {"placed": 3}}))
+    journal.close()
+    again = _scheduler(tmp_path, jobs, "fifo")
+    assert again.policy.snapshot()["placed"] == {}  # type: ignore[index]
+    again.journal.close()
 
 
 def test_a_job_type_named_without_a_batch_size_keeps_its_type(tmp_path: Path) -> None:

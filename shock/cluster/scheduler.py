@@ -14,6 +14,7 @@ call into this class. Everything needed to resume is written to the journal firs
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -34,6 +35,8 @@ from shock.core.model import Cluster, JobSpec, batch_size_of
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
 from shock.core.throughputs import throughputs_to_dict
+
+_log = logging.getLogger(__name__)
 
 MEASURED_TABLE_FILE = "measured_throughputs.json"
 _WORKER_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -175,6 +178,7 @@ class ClusterScheduler:
             self._saved_fairness.setdefault(fairness.job_id, []).append(fairness)
         clock = journal.get_meta("fairness_clock")
         self._saved_clock: dict[str, object] | None = None if clock is None else json.loads(clock)
+        self._restore_policy(journal.get_meta("policy_state"))
         counters = journal.get_meta("counters")
         if counters is not None:
             self._stats_base.update(json.loads(counters))
@@ -414,6 +418,28 @@ class ClusterScheduler:
                     state.allocation[column] = saved.allocation
         return state
 
+    def _restore_policy(self, saved: str | None) -> None:
+        """Give the policy back what it kept before a restart (Shockwave's targets and plan,
+        FTF's attained time, FIFO's placements, ...). A snapshot of another policy, or one
+        that does not fit, is set aside: the policy then starts afresh, as it would without."""
+        if saved is None:
+            return
+        try:
+            document = json.loads(saved)
+            if document["policy"] != self.policy.name:
+                _log.warning(
+                    "the journal holds the state of policy %r, not %r: %r starts afresh",
+                    document["policy"], self.policy.name, self.policy.name,
+                )  # fmt: skip
+                return
+            self.policy.restore(document["state"])
+        except Exception as error:  # an edited or foreign journal: never fatal
+            _log.warning(
+                "policy state in the journal does not fit (%s: %s): %r starts afresh",
+                type(error).__name__, error, self.policy.name,
+            )  # fmt: skip
+            self.policy = self.request.policy.for_run(self.request.config.seed)
+
     def _save_fairness(self) -> None:
         """Journal every active job's time counters and the mechanism's clock for them, so
         that a restarted scheduler goes on with the same fairness state."""
@@ -429,6 +455,10 @@ class ClusterScheduler:
             for column, worker_type in enumerate(mechanism.worker_types)
         ]  # fmt: skip
         self.journal.set_fairness(rows)
+        snapshot = self.policy.snapshot()
+        if snapshot is not None:
+            document = {"policy": self.policy.name, "state": snapshot}
+            self.journal.set_meta("policy_state", json.dumps(document))
         self.journal.set_meta("fairness_clock", json.dumps({
             "last_reset_s": mechanism.last_reset_s,
             "worker_time": dict(zip(mechanism.worker_types, mechanism.worker_time, strict=True)),

@@ -39,13 +39,15 @@ Semantics worth knowing:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from shock.core.errors import InputError
 from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
+from shock.core.policy_state import by_job, generator_state, job_keyed, set_generator_state
 from shock.core.solver import SolverSpec
 
 ObjectiveCombiner = Callable[[Sequence[float]], float]
@@ -99,6 +101,24 @@ class PartitionedPolicy(Policy):
         return PartitionedPolicy(
             self.inner.for_run(seed), self.partitions, seed, combine_objective=self._combine
         )
+
+    def snapshot(self) -> dict[str, Any] | None:
+        parts = [instance.snapshot() for instance in self._instances]
+        if self.partitions == 1:
+            return parts[0]
+        return {"part_of": by_job(self._part_of), "rng": generator_state(self._rng), "parts": parts}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        if self.partitions == 1:
+            self._instances[0].restore(snapshot)
+            return
+        if len(snapshot["parts"]) != len(self._instances):
+            raise ValueError(f"{len(snapshot['parts'])} partitions saved, {self.partitions} now")
+        self._part_of = job_keyed(snapshot["part_of"], int)
+        set_generator_state(self._rng, snapshot["rng"])
+        for instance, part in zip(self._instances, snapshot["parts"], strict=True):
+            if part is not None:
+                instance.restore(part)
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         if self.partitions == 1:

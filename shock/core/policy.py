@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -137,6 +137,17 @@ class Policy(ABC):
         """The instance one run uses. Policies that keep state between allocations (FIFO's
         placements, FTF's attained isolated time) return a fresh copy; the rest themselves."""
         return self
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """What the policy keeps between allocations, as JSON-ready data, so that a
+        scheduler restarted from its journal goes on with it (`restore`); None for a policy
+        that keeps nothing."""
+        return None
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Take back a `snapshot` of an instance of this policy (before a restart); raises
+        (ValueError, KeyError, TypeError, ...) when it does not fit."""
+        raise ValueError(f"policy '{self.name}' keeps no state to restore")
 
     def with_options(self, values: Mapping[str, str]) -> Policy:
         """A copy configured by `--policy-option key=value` pairs; policies without options

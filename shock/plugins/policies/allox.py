@@ -53,13 +53,16 @@ free a job may start on a slow type rather than wait for a fast one, and then ke
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.policy_state import by_job, job_keyed
 from shock.core.solver import SolverSpec
 
 
@@ -140,6 +143,12 @@ class AlloX(Policy):
 
     def for_run(self, seed: int) -> AlloX:
         return AlloX(self.alpha)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"started": by_job(self._started)}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        self._started = job_keyed(snapshot["started"], int)
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         if not problem.jobs:

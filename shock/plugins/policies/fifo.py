@@ -12,11 +12,14 @@ partner.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
+from shock.core.policy_state import by_job, job_keyed, random_state, set_random_state
 from shock.core.solver import SolverSpec
 
 
@@ -36,6 +39,13 @@ class Fifo(Policy):
 
     def for_run(self, seed: int) -> Fifo:
         return Fifo(self.heterogeneity_aware, seed)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"placed": by_job(self._placed), "rng": random_state(self._rng)}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        self._placed = job_keyed(snapshot["placed"], int)
+        set_random_state(self._rng, snapshot["rng"])
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         free = problem.capacity.astype(float).copy()

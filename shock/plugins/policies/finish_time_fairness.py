@@ -41,7 +41,7 @@ is left out of the max.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -52,6 +52,7 @@ import pyomo.environ as pyo
 from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.policy_state import by_job, job_keyed
 from shock.core.solver import (
     SOLVER_CLASSES,
     MatrixLP,
@@ -128,6 +129,15 @@ class FinishTimeFairness(Policy):
 
     def for_run(self, seed: int) -> FinishTimeFairness:
         return FinishTimeFairness(self.heterogeneity_aware)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"attained": by_job(self._attained), "previous": by_job(self._previous)}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        self._attained = job_keyed(snapshot["attained"], float)
+        self._previous = job_keyed(
+            snapshot["previous"], lambda pair: (float(pair[0]), float(pair[1]))
+        )
 
     @property
     def attained_isolated_time(self) -> dict[int, float]:

@@ -10,11 +10,14 @@ regard to which type suits whom (heterogeneity-agnostic).
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
+from shock.core.policy_state import job_pairs, pairs_of, random_state, set_random_state
 from shock.core.solver import SolverSpec
 
 GOOD_PAIR = 1.0  # a pair must do at least the work of one job alone to be kept
@@ -32,6 +35,18 @@ class Gandiva(Policy):
 
     def for_run(self, seed: int) -> Gandiva:
         return Gandiva(seed)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "kept": job_pairs(self._kept),
+            "rejected": job_pairs(self._rejected),
+            "rng": random_state(self._rng),
+        }
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        self._kept = pairs_of(snapshot["kept"])
+        self._rejected = pairs_of(snapshot["rejected"])
+        set_random_state(self._rng, snapshot["rng"])
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         if not problem.jobs:

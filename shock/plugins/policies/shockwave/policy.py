@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -28,11 +29,11 @@ from shock.core.hookspecs import Register, hookimpl
 from shock.core.model import batch_size_of
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, ProblemClass
 from shock.core.policy_options import typed_options
+from shock.core.policy_state import by_job, job_keyed
 from shock.core.solver import SolverSpec
 from shock.plugins.policies.shockwave.options import ShockwaveOptions
 from shock.plugins.policies.shockwave.planner import Plan, PlanJob, PlanProblem, solve_plan
 from shock.plugins.policies.shockwave.predictor import (
-    JobProfile,
     Measurement,
     RoundRun,
     calibration_factor,
@@ -42,27 +43,7 @@ from shock.plugins.policies.shockwave.predictor import (
     uniform_share,
 )
 from shock.plugins.policies.shockwave.profile import build_profile, epoch_steps, samples_per_epoch
-
-
-@dataclass(slots=True)
-class _Tracked:
-    """What the policy keeps about one job."""
-
-    profile: JobProfile
-    admitted_s: float  # when the policy first saw it: Shockwave's submit time
-    samples_per_epoch: float  # 0 for a model without a known dataset
-    # (time, finish-time estimate at a uniform share), one per re-estimation.
-    finish_estimates: list[tuple[float, float]] = field(default_factory=list)
-    # Speed in each round it ran, and the factor on its profiled epoch durations.
-    measurements: list[Measurement] = field(default_factory=list)
-    calibration: float = 1.0
-    # The epochs it did in each round it ran, at which batch size.
-    runs: list[RoundRun] = field(default_factory=list)
-    # Its epochs done, speed and batch size when the last round was planned (epochs, not
-    # steps: a batch-size change rescales the steps).
-    last_epochs: float = 0.0
-    last_rate: float = 0.0
-    last_batch_size: int = 0
+from shock.plugins.policies.shockwave.records import JobHistory, plan_from_json, plan_to_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +80,7 @@ class Shockwave(Policy):
 
     def __init__(self, options: ShockwaveOptions | None = None) -> None:
         self.options = options or ShockwaveOptions()
-        self.tracked: dict[int, _Tracked] = {}
+        self.tracked: dict[int, JobHistory] = {}
         self.plan: Plan | None = None
         self.plan_round = 0  # the plan's round index for the coming round
         self.rounds_run = 0  # rounds planned so far: Shockwave re-plans every 8th, whatever
@@ -110,6 +91,25 @@ class Shockwave(Policy):
 
     def for_run(self, seed: int) -> Shockwave:
         return Shockwave(self.options)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "jobs": by_job({j: record.to_json() for j, record in self.tracked.items()}),
+            "plan": None if self.plan is None else plan_to_json(self.plan),
+            "plan_round": self.plan_round,
+            "rounds_run": self.rounds_run,
+            "planned_jobs": sorted(self.planned_jobs),
+            "estimated_jobs": sorted(self.estimated_jobs),
+        }
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        self.tracked = job_keyed(snapshot["jobs"], JobHistory.from_json)
+        plan = snapshot["plan"]
+        self.plan = None if plan is None else plan_from_json(plan)
+        self.plan_round = int(snapshot["plan_round"])
+        self.rounds_run = int(snapshot["rounds_run"])
+        self.planned_jobs = frozenset(int(j) for j in snapshot["planned_jobs"])
+        self.estimated_jobs = frozenset(int(j) for j in snapshot["estimated_jobs"])
 
     def with_options(self, values: Mapping[str, str]) -> Shockwave:
         return Shockwave(typed_options(self.options, values, self.name))
@@ -124,7 +124,7 @@ class Shockwave(Policy):
             tracked = self.tracked.get(job.job_id)
             if tracked is None:
                 profile = build_profile(job, problem.table, problem.worker_types, rate)
-                tracked = _Tracked(profile, problem.now, samples_per_epoch(job))
+                tracked = JobHistory(profile, problem.now, samples_per_epoch(job))
                 self.tracked[job.job_id] = tracked
             elif epochs > tracked.last_epochs + 1e-12:
                 tracked.runs.append(RoundRun(epochs - tracked.last_epochs, tracked.last_batch_size))
