@@ -99,10 +99,12 @@ def test_six_jobs_on_two_workers_complete_with_preemption_and_resume(tmp_path: P
     assert leftover.stdout.strip() == ""
 
 
-def _serve(state_dir: Path, trace: Path | None, port: int) -> list[str]:
+def _serve(
+    state_dir: Path, trace: Path | None, port: int, policy: str = "max_min_fairness_perf"
+) -> list[str]:
     args = [*SHOCK, "serve", "--state-dir", str(state_dir), "--port", str(port),
             "--round-length", "10", "--heartbeat", "0.5", "--dead-after", "3",
-            "--min-workers", "2"]  # fmt: skip
+            "--min-workers", "2", "--policy", policy]  # fmt: skip
     return args + (["--trace", str(trace)] if trace else [])
 
 
@@ -113,12 +115,14 @@ def _worker(address: str, log_dir: Path) -> list[str]:
             *job_command_options()]  # fmt: skip
 
 
-def _start_cluster(procs: Processes, tmp_path: Path, port: int) -> tuple[Popen, Popen]:
+def _start_cluster(
+    procs: Processes, tmp_path: Path, port: int, policy: str = "max_min_fairness_perf"
+) -> tuple[Popen, Popen]:
     """`shock serve` and two workers; the first worker to start is worker-1."""
     state_dir, address = tmp_path / "state", f"127.0.0.1:{port}"
     env = {"SHOCK_TOKEN": TOKEN}
     trace = write_trace(tmp_path / "six.trace", SIX_JOBS)
-    serve = procs.start("serve", _serve(state_dir, trace, port), env)
+    serve = procs.start("serve", _serve(state_dir, trace, port, policy), env)
     first = procs.start("worker-a", _worker(address, tmp_path / "a"), env)
     wait_for(lambda: bool(query(state_dir, "SELECT 1 FROM workers")), 60, "worker-1")
     procs.start("worker-b", _worker(address, tmp_path / "b"), env)
@@ -160,19 +164,27 @@ def test_killed_worker_loses_at_most_a_checkpoint_interval(tmp_path: Path) -> No
     assert resumed_from_checkpoint >= 1, runs
 
 
-def test_killed_scheduler_restarts_from_its_journal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "shockwave"])
+def test_killed_scheduler_restarts_from_its_journal(tmp_path: Path, policy: str) -> None:
     state_dir, port = tmp_path / "state", free_port()
     with processes(tmp_path / "logs") as procs:
-        first, _ = _start_cluster(procs, tmp_path, port)
+        first, _ = _start_cluster(procs, tmp_path, port, policy)
         wait_for(lambda: bool(query(state_dir, "SELECT 1 FROM jobs WHERE checkpoint_step > 0")),
                  60, "a checkpoint")  # fmt: skip
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=5)
+        saved = query(state_dir, "SELECT value FROM meta WHERE key = 'policy_state'")
         time.sleep(1.5)
-        second = procs.start("serve-2", _serve(state_dir, None, port), {"SHOCK_TOKEN": TOKEN})
+        second = procs.start(
+            "serve-2", _serve(state_dir, None, port, policy), {"SHOCK_TOKEN": TOKEN}
+        )
         assert second.wait(timeout=150) == 0, procs.log("serve-2")
         assert "jobs measured" in procs.log("serve-2")
+        assert "starts afresh" not in procs.log("serve-2")
     assert_all_complete_once(state_dir, SIX_JOBS)
+    if policy == "shockwave":  # its targets and plan were journaled, and taken back
+        (document,) = (json.loads(value) for (value,) in saved)
+        assert document["policy"] == "shockwave" and document["state"]["jobs"]
 
 
 def test_ctrl_c_stops_every_process_it_started(tmp_path: Path) -> None:
