@@ -72,17 +72,20 @@ def scenarios() -> list[Scenario]:
     ]
 
 
-# Shown beside the defaults: shockwave with Shockwave's own epoch-duration calibration
-# (samples counted from time 0) and without any, with rho measured from each job's arrival
-# (shock's option; Shockwave's own rho is a ratio of absolute times), and shockwave and LAS
-# with batch sizes evolving as in Shockwave's simulator (--adaptation-rules
-# artifact-simulator).
+# Shown beside the defaults: shockwave with Shockwave's artifact's own choices where shock's
+# defaults differ (its epoch-duration calibration with samples counted from time 0; rho as a
+# ratio of absolute times; both together, as the artifact runs), without calibration, and
+# shockwave and LAS with batch sizes evolving as in Shockwave's simulator
+# (--adaptation-rules artifact-simulator).
 ARTIFACT_RULES = "artifact-simulator"
+AS_THE_ARTIFACT = ("calibration=artifact", "rho_since_arrival=false")
 VARIANTS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "shockwave calibration=artifact": ("shockwave", ("calibration=artifact",), "profile"),
+    "shockwave rho_since_arrival=false": ("shockwave", ("rho_since_arrival=false",), "profile"),
+    "shockwave as the artifact": ("shockwave", AS_THE_ARTIFACT, "profile"),
     "shockwave calibration=off": ("shockwave", ("calibration=off",), "profile"),
-    "shockwave rho_since_arrival": ("shockwave", ("rho_since_arrival=true",), "profile"),
     "shockwave (sim rules)": ("shockwave", (), ARTIFACT_RULES),
+    "shockwave as the artifact (sim rules)": ("shockwave", AS_THE_ARTIFACT, ARTIFACT_RULES),
     "max_min_fairness (sim rules)": ("max_min_fairness", (), ARTIFACT_RULES),
 }
 

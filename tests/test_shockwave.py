@@ -307,12 +307,18 @@ def test_momentum_average_of_finish_time_estimates() -> None:
         momentum_average([], 0.0, 0.9)
 
 
-def test_rho_is_a_ratio_of_absolute_times_unless_measured_from_arrival() -> None:
+def test_rho_is_a_ratio_of_durations_from_arrival_or_of_absolute_times() -> None:
     # Arrived at 800 s, now 1000 s, 500 s left at its share, target 1200 s.
-    shockwave_rho = Shockwave()._rho(1000.0, 500.0, 1200.0, 800.0)
-    assert shockwave_rho == pytest.approx(1500 / 1200)
-    since_arrival = Shockwave(ShockwaveOptions(rho_since_arrival=True))
+    since_arrival = Shockwave()
     assert since_arrival._rho(1000.0, 500.0, 1200.0, 800.0) == pytest.approx(700 / 400)
+    artifact = Shockwave(ShockwaveOptions(rho_since_arrival=False))
+    assert artifact._rho(1000.0, 500.0, 1200.0, 800.0) == pytest.approx(1500 / 1200)
+    # The FTF constraint's slack holds rho to rho_max on the same durations: with
+    # rho_max 1.2, a window ending at 1100 s may leave the job 1.2 x 400 - 300 s short.
+    loose = ShockwaveOptions(rho_max=1.2)
+    assert Shockwave(loose)._ftf_slack(1200.0, 800.0, 1100.0) == pytest.approx(180.0)
+    artifact_loose = Shockwave(replace(loose, rho_since_arrival=False))
+    assert artifact_loose._ftf_slack(1200.0, 800.0, 1100.0) == pytest.approx(1.2 * 1200 - 1100)
     # Priorities: 1 at or below rho_max, rho^lambda above, rho^100 with under a round left,
     # capped.
     policy = Shockwave()

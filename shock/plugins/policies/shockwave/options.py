@@ -33,10 +33,10 @@ class ShockwaveOptions:
     # Cap on a priority, so the MILP stays within the solver's numeric range (shock's; rho^100
     # alone can exceed 1e17).
     max_priority: float = 1e6
-    # Measure rho's projected finish and target from the job's arrival instead of from time
-    # 0 as Shockwave does (shock's option: Shockwave's ratio of absolute times moves little
-    # for jobs that arrive late).
-    rho_since_arrival: bool = False
+    # Measure rho's projected finish and target from the job's arrival, as finish-time
+    # fairness defines rho (a ratio of durations); false: from time 0, as Shockwave's
+    # artifact does (its ratio of absolute times moves little for jobs that arrive late).
+    rho_since_arrival: bool = True
     # Epoch-duration calibration from measured progress: "running" (the epochs the job did
     # in the time it ran against the profile's in that time), "artifact" (Shockwave's: samples
     # counted from time 0, so also over time the job never ran), or "off". Both calibrate

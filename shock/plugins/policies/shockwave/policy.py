@@ -1,16 +1,19 @@
 """The shockwave policy: plan T rounds ahead for fairness and efficiency of dynamic jobs.
 
-Follows Shockwave's scheduler (scheduler/shockwave.py and its simulator's use of it):
+Follows Shockwave's scheduler (scheduler/shockwave.py and its simulator's use of it), except
+where docs/shockwave.md lists a deviation (calibration by speed per batch size, rho from
+arrival: both options give back the artifact's):
 
 - every job has an epoch profile (profile.py) and epoch progress; its remaining run time is
-  the Dirichlet posterior of predictor.py;
+  the Dirichlet posterior of predictor.py, its profiled durations calibrated by its measured
+  speed (`calibration`);
 - when jobs arrive or finish, each job's finish time at a uniform share is re-estimated and
   appended to its series; its fair-finish target is the series' momentum average;
 - a plan (planner.py) is solved when jobs arrive or finish, after `replan_every_rounds`
   rounds, or when the window runs out: first with every job held to its target (FTF); if
   that is infeasible, without it and with each job's log utility weighted by its priority
-  rho^lambda (rho = (now + remaining / share) / target, above rho_max), its rounds ranked by
-  priority;
+  rho^lambda (rho = (now + remaining / share - arrival) / (target - arrival), above
+  rho_max), its rounds ranked by priority;
 - each round runs the jobs the plan has for it, then fills idle GPUs with the other jobs,
   longest predicted remaining run time first (work-conserving).
 """
@@ -195,13 +198,24 @@ class Shockwave(Policy):
             )
         return outlook
 
+    def _origin(self, arrival: float) -> float:
+        """Where rho's durations start: the job's arrival (finish-time fairness's rho), or
+        time 0 with `rho_since_arrival=false` (Shockwave's artifact: a late job's rho then
+        barely moves)."""
+        return arrival if self.options.rho_since_arrival else 0.0
+
     def _rho(self, now: float, left_at_share: float, target: float, arrival: float) -> float:
-        """Projected finish over the fair-finish target: as Shockwave, in absolute time (a
-        late job's rho barely moves); with `rho_since_arrival`, both measured from arrival."""
-        origin = arrival if self.options.rho_since_arrival else 0.0
+        """Projected finish over the fair-finish target, both measured from `_origin`."""
+        origin = self._origin(arrival)
         if target - origin <= 0:
             return 1.0
         return (now - origin + left_at_share) / (target - origin)
+
+    def _ftf_slack(self, target: float, arrival: float, window_end: float) -> float:
+        """Time the job may still be short of its target at the window's end with rho held
+        to rho_max (measured from `_origin`)."""
+        origin = self._origin(arrival)
+        return origin + self.options.rho_max * (target - origin) - window_end
 
     def _priority(self, rho: float, remaining_s: float, round_length: float) -> float:
         """Shockwave's weight of a job's log utility when the FTF constraint is relaxed."""
@@ -237,7 +251,8 @@ class Shockwave(Policy):
                     epoch_s=seen.epoch_s,
                     remaining_s=seen.remaining_s,
                     priority=seen.priority,
-                    ftf_slack_s=(options.rho_max * seen.target_s - window_end) * share,
+                    ftf_slack_s=self._ftf_slack(seen.target_s, job.arrival_time, window_end)
+                    * share,
                 )
             )
         plan_problem = PlanProblem(
