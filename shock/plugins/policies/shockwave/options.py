@@ -37,10 +37,10 @@ class ShockwaveOptions:
     # fairness defines rho (a ratio of durations); false: from time 0, as Shockwave's
     # artifact does (its ratio of absolute times moves little for jobs that arrive late).
     rho_since_arrival: bool = True
-    # Epoch-duration calibration from measured progress: "running" (the epochs the job did
-    # in the time it ran against the profile's in that time), "artifact" (Shockwave's: samples
-    # counted from time 0, so also over time the job never ran), or "off". Both calibrate
-    # when the two differ by more than 40% and keep the factor otherwise.
+    # Epoch-duration calibration from measured progress: "running" (the epochs the job did in
+    # the rounds it ran against the profile's at each round's batch size), "artifact"
+    # (Shockwave's: samples counted from time 0, so also over time the job never ran), or
+    # "off". Both calibrate when the two differ by more than 40% and keep the factor otherwise.
     calibration: str = "running"
     # Weight of the series average in the fair-finish target (Shockwave: 0.9).
     momentum: float = 0.9
