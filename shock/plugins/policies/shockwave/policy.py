@@ -42,7 +42,6 @@ from shock.plugins.policies.shockwave.predictor import (
     calibration_factor,
     momentum_average,
     posterior_remaining_s,
-    running_calibration_factor,
     uniform_share,
 )
 from shock.plugins.policies.shockwave.profile import build_profile, epoch_steps, samples_per_epoch
@@ -119,7 +118,7 @@ class Shockwave(Policy):
 
     # Observing jobs.
 
-    def _track(self, problem: PolicyInput) -> None:
+    def _track(self, problem: PolicyInput, round_length: float) -> None:
         """Start tracking new jobs; record the speed of those that ran in the last round."""
         for index, job in enumerate(problem.jobs):
             rate = float(problem.throughputs[index].max(initial=0.0))
@@ -129,11 +128,14 @@ class Shockwave(Policy):
                 profile = build_profile(job, problem.table, problem.worker_types, rate)
                 tracked = JobHistory(profile, problem.now, samples_per_epoch(job))
                 self.tracked[job.job_id] = tracked
-            elif epochs > tracked.last_epochs + 1e-12:
-                tracked.runs.append(RoundRun(epochs - tracked.last_epochs, tracked.last_batch_size))
-                tracked.measurements.append(
-                    Measurement(problem.now, tracked.last_rate, tracked.last_batch_size)
-                )
+            elif epochs > tracked.last_epochs + 1e-12:  # it ran: what its calibration reads
+                if self.options.calibration == "running":
+                    run = RoundRun(epochs - tracked.last_epochs, tracked.last_batch_size)
+                    tracked.speed.add(run, round_length, tracked.profile)
+                elif self.options.calibration == "artifact":
+                    tracked.measurements.append(
+                        Measurement(problem.now, tracked.last_rate, tracked.last_batch_size)
+                    )
             tracked.last_epochs = epochs
             tracked.last_rate = rate
             tracked.last_batch_size = batch_size_of(job.job_type) or 0
@@ -141,7 +143,7 @@ class Shockwave(Policy):
         for job_id in set(self.tracked) - active:
             del self.tracked[job_id]
 
-    def _recalibrate(self, round_length: float) -> None:
+    def _recalibrate(self) -> None:
         """Shockwave re-calibrates a job's epoch durations whenever it predicts its remaining
         run time, which its simulator does when it plans."""
         method = self.options.calibration
@@ -154,9 +156,7 @@ class Shockwave(Policy):
                     tracked.samples_per_epoch,
                 )
             elif method == "running":
-                tracked.calibration = running_calibration_factor(
-                    tracked.calibration, tracked.runs, round_length, tracked.profile
-                )
+                tracked.calibration = tracked.speed.factor(tracked.calibration)
 
     def _outlook(self, problem: PolicyInput) -> list[JobOutlook]:
         options = self.options
@@ -282,7 +282,7 @@ class Shockwave(Policy):
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         options = self.options
         round_length = options.round_length_s or problem.round_length_s or 120.0
-        self._track(problem)
+        self._track(problem, round_length)
         ids = frozenset(job.job_id for job in problem.jobs)
         periodic = self.rounds_run > 0 and self.rounds_run % options.replan_every_rounds == 0
         replan = (
@@ -292,7 +292,7 @@ class Shockwave(Policy):
             or self.plan_round >= options.num_rounds
         )
         if replan:
-            self._recalibrate(round_length)
+            self._recalibrate()
         outlook = self._outlook(problem)
         self.last_outlook = {job.job_id: job for job in outlook}
         objective = None

@@ -149,12 +149,11 @@ class RoundRun:
     batch_size: int
 
 
-def running_calibration_factor(
-    factor: float, runs: Sequence[RoundRun], round_length_s: float, profile: JobProfile
-) -> float:
-    """shock's calibration of a job's profiled epoch durations from its measured speed: the
-    epochs it did in the rounds it ran, against the epochs the profile's mean epoch duration
-    at each round's batch size gives for a round.
+@dataclass(slots=True)
+class SpeedTally:
+    """shock's calibration of a job's profiled epoch durations from its measured speed, kept
+    as it goes: the epochs it did in the rounds it ran, and the epochs the profile's mean
+    epoch duration at each round's batch size gives for those rounds.
 
     Shockwave's `calibration_factor` counts both sides from time 0 along the profile's epochs
     in order, so a job that arrives late or waits is judged at its first speed over time it
@@ -162,19 +161,36 @@ def running_calibration_factor(
     size each round ran, so in a simulator whose speeds are the profile's it stays at 1 (the
     40% tolerance absorbs restart costs), and on a real cluster it follows the measured
     speed. Tolerance and stickiness are Shockwave's."""
-    by_mode = profile.mean_duration_by_mode()
-    measured = profiled = 0.0
-    for run in runs:
-        duration = by_mode.get(run.batch_size)
+
+    measured_epochs: float = 0.0
+    profiled_epochs: float = 0.0
+
+    def add(self, run: RoundRun, round_length_s: float, profile: JobProfile) -> None:
+        duration = profile.mean_duration_by_mode().get(run.batch_size)
         if duration is None or duration <= 0:  # a batch size the profile lacks: no reference
-            continue
-        measured += run.epochs
-        profiled += round_length_s / duration
-    if measured <= 0 or profiled <= 0:
-        return factor
-    if abs(measured - profiled) / profiled <= CALIBRATION_TOLERANCE:
-        return factor
-    return profiled / measured
+            return
+        self.measured_epochs += run.epochs
+        self.profiled_epochs += round_length_s / duration
+
+    def factor(self, current: float) -> float:
+        """The factor on the profiled durations: the current one while the measured epochs
+        lie within 40% of the profiled ones, profiled / measured otherwise."""
+        measured, profiled = self.measured_epochs, self.profiled_epochs
+        if measured <= 0 or profiled <= 0:
+            return current
+        if abs(measured - profiled) / profiled <= CALIBRATION_TOLERANCE:
+            return current
+        return profiled / measured
+
+
+def running_calibration_factor(
+    factor: float, runs: Sequence[RoundRun], round_length_s: float, profile: JobProfile
+) -> float:
+    """`SpeedTally`'s factor after `runs`, starting from `factor`."""
+    tally = SpeedTally()
+    for run in runs:
+        tally.add(run, round_length_s, profile)
+    return tally.factor(factor)
 
 
 def uniform_share(gpus: float, jobs: int) -> float:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from shock.plugins.policies.shockwave.planner import Plan
-from shock.plugins.policies.shockwave.predictor import JobProfile, Measurement, RoundRun
+from shock.plugins.policies.shockwave.predictor import JobProfile, Measurement, SpeedTally
 
 
 @dataclass(slots=True)
@@ -25,8 +25,8 @@ class JobHistory:
     # Speed in each round it ran, and the factor on its profiled epoch durations.
     measurements: list[Measurement] = field(default_factory=list)
     calibration: float = 1.0
-    # The epochs it did in each round it ran, at which batch size.
-    runs: list[RoundRun] = field(default_factory=list)
+    # The epochs it did in the rounds it ran, against the profile's (calibration=running).
+    speed: SpeedTally = field(default_factory=SpeedTally)
     # Its epochs done, speed and batch size when the last round was planned (epochs, not
     # steps: a batch-size change rescales the steps).
     last_epochs: float = 0.0
@@ -42,7 +42,7 @@ class JobHistory:
             "finish_estimates": [list(pair) for pair in self.finish_estimates],
             "measurements": [[m.time_s, m.steps_per_s, m.batch_size] for m in self.measurements],
             "calibration": self.calibration,
-            "runs": [[run.epochs, run.batch_size] for run in self.runs],
+            "speed": [self.speed.measured_epochs, self.speed.profiled_epochs],
             "last": [self.last_epochs, self.last_rate, self.last_batch_size],
         }
 
@@ -63,7 +63,7 @@ class JobHistory:
                 for t, rate, size in data["measurements"]
             ],
             calibration=float(data["calibration"]),
-            runs=[RoundRun(float(epochs), int(size)) for epochs, size in data["runs"]],
+            speed=SpeedTally(*(float(epochs) for epochs in data["speed"])),
             last_epochs=float(last_epochs),
             last_rate=float(last_rate),
             last_batch_size=int(last_batch_size),
