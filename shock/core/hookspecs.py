@@ -45,6 +45,11 @@ def register_adaptations(register: Register) -> None:
 
 
 @hookspec
+def register_adaptation_rules(register: Register) -> None:
+    """Register `shock.core.adaptation.AdaptationRules` (how simulated batch sizes evolve)."""
+
+
+@hookspec
 def register_backends(register: Register) -> None:
     """Register `shock.core.run.Backend` instances."""
 

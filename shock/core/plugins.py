@@ -18,6 +18,7 @@ KINDS: dict[str, str] = {
     "policy": "register_policies",
     "placement": "register_placements",
     "adaptation": "register_adaptations",
+    "adaptation rules": "register_adaptation_rules",
     "backend": "register_backends",
     "trace format": "register_trace_formats",
 }

@@ -1,0 +1,561 @@
+"""The engine: the one scheduling loop every backend drives.
+
+Round after round: admit the jobs that arrived, let the mechanism re-allocate when due and
+plan the round, charge (re)start overheads, hand the plan to the executor, then credit what
+the executor reports, apply batch-size dynamics and fire the observer events. The engine owns
+all state (jobs, progress, mechanism counters, policy state, records) and knows no backend:
+the simulator and the real clusters differ only in their executor.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import Any
+
+from shock.core.adaptation import BatchSizeRules
+from shock.core.dynamics import BatchSchedule, batch_schedules, whole_epochs_alone_s
+from shock.core.epochs import steps_per_epoch
+from shock.core.errors import ShockError
+from shock.core.events import (
+    AllocationComputed,
+    JobArrived,
+    JobFinished,
+    RoundEnded,
+    RoundStarted,
+    RunFinished,
+    RunStarted,
+)
+from shock.core.executor import (
+    BatchSizeOrder,
+    Executor,
+    PlannedUnit,
+    RoundPlan,
+    RoundReport,
+)
+from shock.core.mechanism import Assignment, JobState, Mechanism, MechanismStats, UnitKey
+from shock.core.metrics import JobRecord, RunCounters, compute_metrics
+from shock.core.model import Cluster, JobSpec
+from shock.core.results import RunResult
+from shock.core.run import RunConfig, RunRequest
+from shock.core.throughput_estimates import ThroughputEstimates
+
+# Shockwave's simulator spares a job whose round, uncharged, would end this much early: its
+# last, short round.
+_SHORT_ROUND_GRACE_S = 5.0
+# A measured rate this far from the one the policy last saw asks for a new allocation.
+_RATE_CHANGE_REALLOCATES = 0.2
+# Rounds in a row with nothing to run and nothing left to arrive before the run gives up.
+_IDLE_ROUNDS_ALLOWED = 2
+
+
+class _Hooks:
+    """Observer hooks, called only when some plugin implements them (the loop is hot)."""
+
+    def __init__(self, hook: Any) -> None:
+        def active(name: str) -> Any:
+            caller = getattr(hook, name)
+            return caller if caller.get_hookimpls() else None
+
+        self.run_started = active("run_started")
+        self.job_arrived = active("job_arrived")
+        self.allocation_computed = active("allocation_computed")
+        self.round_started = active("round_started")
+        self.round_ended = active("round_ended")
+        self.job_finished = active("job_finished")
+        self.run_finished = active("run_finished")
+
+
+class Engine:
+    def __init__(self, request: RunRequest, executor: Executor, backend_name: str) -> None:
+        self.request = request
+        self.executor = executor
+        self.backend_name = backend_name
+        self.config: RunConfig = request.config
+        self.capabilities = executor.capabilities
+        self.policy = request.policy.for_run(self.config.seed)
+        self.jobs: tuple[JobSpec, ...] = tuple(
+            sorted(request.trace.jobs, key=lambda j: (j.arrival_time, j.job_id))
+        )
+        self.hooks = _Hooks(request.registry.hook)
+        # Real executors measure rates: the table becomes a prior the measurements replace.
+        self.estimates: ThroughputEstimates | None = (
+            ThroughputEstimates(prior=request.table) if self.capabilities.measures_rates else None
+        )
+        self.mechanism: Mechanism | None = None
+        self.stats_base = MechanismStats()  # counters of mechanisms replaced by a resize
+        self.records: list[JobRecord] = []
+        self.isolated_runtime: dict[int, float] = {}
+        self.next_arrival = 0
+        self.rounds = 0
+        self.busy_gpu_seconds = 0.0
+        self.waiting_for: set[int] = set()
+        self.schedules: dict[int, BatchSchedule] = {}
+        self.whole_epochs_alone: dict[int, float | None] = {}
+        self.rules: BatchSizeRules | None = None
+
+    # Set-up.
+
+    def _build_mechanism(self, cluster: Cluster) -> Mechanism:
+        table = self.request.table
+        if self.estimates is not None:
+            keys = sorted({(j.job_type, j.scale_factor) for j in self.jobs})
+            table = self.estimates.table(keys, cluster.worker_types)
+        prices = self.config.prices
+        if prices is not None and any(w not in prices for w in cluster.worker_types):
+            prices = None
+        return Mechanism(
+            cluster,
+            self.policy,
+            self.request.solver,
+            self.request.placement,
+            table,
+            self.config.mechanism,
+            prices=prices,
+            entity_weights=self.config.entity_weights,
+        )
+
+    def _prepare(self, cluster: Cluster) -> Mechanism:
+        mechanism = self._build_mechanism(cluster)
+        self.mechanism = mechanism
+        source = self.request.trace.source
+        registry = self.request.registry
+        table = mechanism.table
+        worker_types = mechanism.worker_types
+        for job in self.jobs:
+            mechanism.check_job(job, source)
+        # Jobs whose batch size changes (Accordion, GNS); empty for a static trace.
+        self.schedules = batch_schedules(self.jobs, registry, table, worker_types, source)
+        if self.config.rho_alone == "whole_epochs":
+            # Shockwave's T_alone for rho, where the job's epochs are known.
+            self.whole_epochs_alone = {
+                job.job_id: whole_epochs_alone_s(job, registry, table, worker_types, source)
+                for job in self.jobs
+            }
+        if self.capabilities.simulates_jobs:
+            rules = registry.get("adaptation rules", self.config.adaptation_rules)
+            self.rules = rules.for_run(self.jobs, self.schedules, registry, table, worker_types)
+        window = self.config.window
+        self.waiting_for = {
+            j.job_id for j in self.jobs if window is None or window[0] <= j.job_id < window[1]
+        }
+        if window is not None and not self.waiting_for:
+            raise ShockError(f"window {window[0]}:{window[1]} holds no job of the trace")
+        return mechanism
+
+    # The loop.
+
+    def run(self) -> RunResult:
+        started = time.perf_counter()
+        executor = self.executor
+        try:
+            mechanism = self._prepare(executor.start(self.request, self.jobs))
+            if self.hooks.run_started:
+                self.hooks.run_started(
+                    event=RunStarted(self.policy.name, self.backend_name, len(self.waiting_for))
+                )
+            now = self._loop(executor.clock())
+        finally:
+            executor.stop()
+        wall_s = time.perf_counter() - started
+        if self.hooks.run_finished:
+            self.hooks.run_finished(event=RunFinished(now, len(self.records)))
+        return self._result(self.mechanism or mechanism, now, wall_s)
+
+    def _loop(self, now: float) -> float:
+        executor = self.executor
+        jobs = self.jobs
+        hooks = self.hooks
+        plan: RoundPlan | None = None
+        planned: list[Assignment] = []
+        idle_rounds = 0
+        allocations_seen = 0
+        round_length = self.config.mechanism.round_length_s
+        while self.waiting_for:
+            mechanism = self.mechanism
+            assert mechanism is not None
+            if plan is not None:
+                report = executor.run_round(plan)
+                now = report.end_s
+                self._apply(report, planned)
+                if hooks.round_ended:
+                    hooks.round_ended(
+                        event=RoundEnded(now, self.rounds, len(mechanism.active), len(self.records))
+                    )
+                plan = None
+                if not self.waiting_for:
+                    break
+            elif self.next_arrival < len(jobs):
+                executor.idle_until(jobs[self.next_arrival].arrival_time)
+                now = max(now, executor.clock())
+            elif not self.capabilities.simulates_jobs and not mechanism.capacity.any():
+                executor.idle_until(now + round_length)  # every worker is gone: wait
+                now = executor.clock()
+            else:
+                # No arrivals left and nothing ran: let the next round recompute at once.
+                mechanism.last_reset_s = 0.0
+                idle_rounds += 1
+                if idle_rounds > _IDLE_ROUNDS_ALLOWED:
+                    stuck = ", ".join(str(j) for j in sorted(mechanism.active)[:10])
+                    raise ShockError(
+                        f"{self.policy.name} schedules none of the remaining jobs ({stuck})"
+                    )
+                if not self.capabilities.simulates_jobs:
+                    executor.idle_until(now + min(round_length, 1.0))
+                    now = executor.clock()
+
+            changed = executor.cluster_changed()
+            if changed is not None:
+                mechanism = self._resize(changed)
+            self._admit_arrived(mechanism, now)
+
+            ran_last_round = (
+                set(mechanism.previous_round)
+                if self.config.overhead_rule == "missed_round"
+                else None
+            )
+            assignments = mechanism.plan_round(now)
+            if hooks.allocation_computed and mechanism.stats.allocations != allocations_seen:
+                hooks.allocation_computed(
+                    event=AllocationComputed(
+                        now, self.policy.name, len(mechanism.active), mechanism.stats.solver_seconds
+                    )
+                )
+            allocations_seen = mechanism.stats.allocations
+            if not assignments:
+                continue
+            idle_rounds = 0
+            self.rounds += 1
+            planned = assignments
+            plan = RoundPlan(
+                self.rounds,
+                now,
+                now + round_length,
+                self._plan_units(assignments, ran_last_round),
+                self._batch_size_orders(mechanism),
+            )
+            if hooks.round_started:
+                hooks.round_started(
+                    event=RoundStarted(
+                        now,
+                        self.rounds,
+                        tuple((a.unit.member_ids, a.worker_type, a.gpus) for a in assignments),
+                    )
+                )
+        return now
+
+    def _admit_arrived(self, mechanism: Mechanism, now: float) -> None:
+        jobs = self.jobs
+        while self.next_arrival < len(jobs) and jobs[self.next_arrival].arrival_time <= now:
+            job = jobs[self.next_arrival]
+            state = mechanism.admit(job)
+            alone = self.whole_epochs_alone.get(job.job_id)
+            if alone is None:
+                schedule = self.schedules.get(job.job_id)
+                alone = (
+                    schedule.isolated_runtime_s
+                    if schedule is not None
+                    else job.total_steps / max(state.rates)
+                )
+            self.isolated_runtime[job.job_id] = alone
+            self.next_arrival += 1
+            if self.hooks.job_arrived:
+                self.hooks.job_arrived(
+                    event=JobArrived(now, job.job_id, job.job_type, job.scale_factor)
+                )
+
+    def _plan_units(
+        self, assignments: list[Assignment], ran_last_round: Collection[UnitKey] | None
+    ) -> tuple[PlannedUnit, ...]:
+        config = self.config
+        round_length = config.mechanism.round_length_s
+        default = config.preemption_overhead_s
+        by_type = config.overhead_by_job_type
+        first_round = self.rounds == 1
+        units = []
+        for assignment in assignments:
+            members = assignment.unit.members
+            overhead = default
+            if by_type is not None:
+                overhead = max(by_type.get(m.spec.job_type, default) for m in members)
+            lost = 0.0
+            if overhead > 0 and _charged(
+                assignment, config, ran_last_round, first_round, round_length
+            ):
+                lost = min(overhead, round_length)
+            if len(members) == 1:  # the common case, kept lean
+                job = members[0]
+                units.append(
+                    PlannedUnit(
+                        (job.job_id,),
+                        (job.spec.job_type,),
+                        assignment.worker_type,
+                        assignment.gpus,
+                        assignment.rates,
+                        (job.total_steps - job.steps_done,),
+                        lost,
+                        assignment.kept_gpus,
+                        assignment.grant,
+                    )
+                )
+                continue
+            units.append(
+                PlannedUnit(
+                    tuple(m.job_id for m in members),
+                    tuple(m.spec.job_type for m in members),
+                    assignment.worker_type,
+                    assignment.gpus,
+                    assignment.rates,
+                    tuple(m.total_steps - m.steps_done for m in members),
+                    lost,
+                    assignment.kept_gpus,
+                    assignment.grant,
+                )
+            )
+        return tuple(units)
+
+    def _batch_size_orders(self, mechanism: Mechanism) -> tuple[BatchSizeOrder, ...]:
+        """For executors whose jobs do not carry their adaptation out themselves: the batch
+        size each job's schedule wants at its progress, where it differs from its own."""
+        if self.capabilities.simulates_jobs or not self.schedules:
+            return ()
+        native = self.capabilities.native_adaptations
+        orders = []
+        for job_id, schedule in self.schedules.items():
+            state = mechanism.active.get(job_id)
+            if state is None or state.spec.mode in native:
+                continue
+            current = state.spec.batch_size
+            if current is None:
+                continue
+            epochs_done = state.steps_done / steps_per_epoch(schedule.model, current)
+            wanted = schedule.batch_size_at(epochs_done)
+            if wanted != current:
+                orders.append(BatchSizeOrder(job_id, wanted))
+        return tuple(orders)
+
+    # What the executor reported.
+
+    def _apply(self, report: RoundReport, planned: list[Assignment]) -> None:
+        mechanism = self.mechanism
+        assert mechanism is not None
+        for rate in report.rates:
+            self._observe_rate(mechanism, rate.job_type, rate.scale_factor, rate.worker_type,
+                               rate.steps_per_s)  # fmt: skip
+        for change in report.batch_size_changes:
+            self._change_batch_size(mechanism, change.job_id, change.job_type,
+                                    change.total_steps, change.steps_done)  # fmt: skip
+        rules = self.rules
+        active = mechanism.active
+        # Summed unit by unit, in plan order, so totals are reproducible to the last digit.
+        busy = self.busy_gpu_seconds
+        credit = mechanism.credit
+        for assignment, progress in zip(planned, report.units, strict=True):
+            busy += progress.exec_s * len(assignment.gpus)
+            members = assignment.unit.members
+            if len(members) == 1:  # the common case, kept lean
+                job = members[0]
+                if job.job_id not in active:
+                    continue  # it finished off-plan (a completion reported late)
+                if credit(assignment, progress.steps[0], progress.exec_s):
+                    self._finished(job, progress.stopped_s[0])
+                elif rules is not None:
+                    rules.after_run(mechanism, job)
+                continue
+            if not all(m.job_id in active for m in members):
+                continue
+            for job_state in credit(assignment, progress.steps, progress.exec_s):
+                # A member of a pair completes at its own finish, not the pair's.
+                self._finished(job_state, progress.stopped_s[members.index(job_state)])
+            if rules is not None:
+                for member in members:
+                    if member.job_id in active:
+                        rules.after_run(mechanism, member)
+        for stray in report.stray:
+            state = active.get(stray.job_id)
+            if state is None:
+                continue
+            last = mechanism.previous_round.get(state.key)
+            assignment = last or Assignment(
+                state, 0, mechanism.worker_types[0], (), (state.rates[0],), False
+            )
+            if last is not None and last.unit is not state:
+                assignment = assignment._replace(unit=state)
+            for job_state in mechanism.credit(assignment, stray.steps, 0.0):
+                self._finished(job_state, stray.stopped_s)
+        if rules is not None:
+            rules.at_round_end(mechanism)
+        self.busy_gpu_seconds = busy
+
+    def _finished(self, state: JobState, finish: float) -> None:
+        job = state.spec
+        self.records.append(
+            JobRecord(
+                job.job_id,
+                job.arrival_time,
+                finish,
+                self.isolated_runtime.pop(job.job_id),
+                job.scale_factor,
+            )
+        )
+        self.waiting_for.discard(job.job_id)
+        if self.hooks.job_finished:
+            self.hooks.job_finished(
+                event=JobFinished(finish, job.job_id, finish - job.arrival_time)
+            )
+
+    def _observe_rate(
+        self,
+        mechanism: Mechanism,
+        job_type: str,
+        scale_factor: int,
+        worker_type: str,
+        steps_per_s: float,
+    ) -> None:
+        """A measured rate replaces the table's: the mechanism plans with it, and the policy
+        re-solves when it moved a lot."""
+        if self.estimates is None or steps_per_s <= 0:
+            return
+        value = self.estimates.observe(job_type, scale_factor, worker_type, steps_per_s)
+        if worker_type not in mechanism.worker_types:
+            return
+        column = mechanism.worker_types.index(worker_type)
+        mechanism.table.set(job_type, scale_factor, worker_type, value)
+        for state in mechanism.active.values():
+            if (state.spec.job_type, state.scale_factor) == (job_type, scale_factor):
+                before = state.rates[column]
+                state.rates[column] = value
+                if before <= 0 or abs(value - before) / before > _RATE_CHANGE_REALLOCATES:
+                    mechanism.need_allocation = True
+
+    def _change_batch_size(
+        self,
+        mechanism: Mechanism,
+        job_id: int,
+        job_type: str,
+        total_steps: int,
+        steps_done: float,
+    ) -> None:
+        """A real job switched batch size: from now on it is that batch size's job type."""
+        state = mechanism.active.get(job_id)
+        if state is None:
+            return
+        if self.estimates is not None:
+            for worker_type in mechanism.worker_types:
+                rate = self.estimates.estimate(job_type, state.scale_factor, worker_type)
+                mechanism.table.set(job_type, state.scale_factor, worker_type, rate)
+        mechanism.change_job_type(state, job_type, total_steps, steps_done)
+
+    # A changed cluster.
+
+    def _resize(self, cluster: Cluster) -> Mechanism:
+        """A mechanism for the cluster as it is now; jobs keep their progress, batch size
+        and time counters, the allocation clock goes on."""
+        old = self.mechanism
+        assert old is not None
+        base, stats = self.stats_base, old.stats
+        base.preemptions += stats.preemptions
+        base.lease_extensions += stats.lease_extensions
+        base.lease_opportunities += stats.lease_opportunities
+        base.allocations += stats.allocations
+        base.solver_seconds += stats.solver_seconds
+        new = self._build_mechanism(cluster)
+        if self.estimates is None:
+            new.table = old.table
+        new.last_reset_s = old.last_reset_s
+        for column, worker_type in enumerate(new.worker_types):
+            if worker_type in old.worker_types:
+                new.worker_time[column] = old.worker_time[old.worker_types.index(worker_type)]
+        for job_id in sorted(old.active):
+            before = old.active[job_id]
+            after = new.admit(before.spec)
+            after.steps_done = before.steps_done
+            after.time_run_s = before.time_run_s
+            after.speed = before.speed
+            for column, worker_type in enumerate(new.worker_types):
+                if worker_type in old.worker_types:
+                    previous = old.worker_types.index(worker_type)
+                    after.time_so_far[column] = before.time_so_far[previous]
+                    after.deficit[column] = before.deficit[previous]
+        self.mechanism = new
+        return new
+
+    # Results.
+
+    def counters(self) -> RunCounters:
+        mechanism = self.mechanism
+        stats = MechanismStats() if mechanism is None else mechanism.stats
+        base = self.stats_base
+        return RunCounters(
+            busy_gpu_seconds=self.busy_gpu_seconds,
+            preemptions=base.preemptions + stats.preemptions,
+            lease_extensions=base.lease_extensions + stats.lease_extensions,
+            placements=base.lease_opportunities + stats.lease_opportunities,
+            rounds=self.rounds,
+            allocations=base.allocations + stats.allocations,
+            solver_seconds=base.solver_seconds + stats.solver_seconds,
+        )
+
+    def _result(self, mechanism: Mechanism, now: float, wall_s: float) -> RunResult:
+        records = sorted(self.records, key=lambda r: r.job_id)
+        unfinished = [
+            (j.arrival_time, now)
+            for j in self.jobs[: self.next_arrival]
+            if j.job_id in mechanism.active
+        ]
+        metrics, rhos = compute_metrics(
+            records,
+            mechanism.cluster.total_gpus,
+            self.counters(),
+            wall_s,
+            self.config.window,
+            unfinished,
+            trace_jobs=len(self.jobs) if self.config.rho_contention == "trace" else None,
+        )
+        return RunResult(
+            policy=self.policy.name,
+            backend=self.backend_name,
+            solver=self.request.solver.name,
+            trace=self.request.trace.source,
+            cluster=mechanism.cluster.describe(),
+            preset=self.config.preset,
+            metrics=metrics,
+            records=tuple(records),
+            rhos=rhos,
+            unfinished_jobs=len(self.jobs) - len(records),
+            placement=self.request.placement.name,
+            adaptation_rules=(
+                self.config.adaptation_rules if self.capabilities.simulates_jobs else "harness"
+            ),
+        )
+
+
+def _charged(
+    assignment: Assignment,
+    config: RunConfig,
+    ran_last_round: Collection[UnitKey] | None,
+    first_round: bool,
+    round_length: float,
+) -> bool:
+    """Whether the unit loses the (re)start overhead this round."""
+    members = assignment.unit.members
+    if ran_last_round is not None:
+        # Shockwave's rule: a job that did not run in the previous round pays, except in the
+        # run's first round and in a round it needs less than all of.
+        needed = max(
+            (m.total_steps - m.steps_done) / rate
+            for m, rate in zip(members, assignment.rates, strict=True)
+        )
+        return (
+            not first_round
+            and assignment.unit.key not in ran_last_round
+            and needed > round_length - _SHORT_ROUND_GRACE_S
+        )
+    # Resuming from a checkpoint on other GPUs than last round costs the overhead.
+    return not assignment.kept_gpus and (
+        config.overhead_on_first_start or any(m.steps_done > 0 for m in members)
+    )
+
+
+def run_engine(request: RunRequest, executor: Executor, backend_name: str) -> RunResult:
+    return Engine(request, executor, backend_name).run()

@@ -1,0 +1,138 @@
+"""The executor contract: what a backend does for the engine.
+
+The engine (`engine.py`) decides everything: who runs, where, for how long, with which batch
+size. An executor carries a round's plan out and reports what happened: the steps each job
+made, when it stopped, the rates it measured, the batch sizes jobs switched to, and whether the
+cluster itself changed. The simulator's executor computes all of that on virtual time; the gRPC
+and Ray executors run real processes on wall-clock time. Executors never decide.
+
+Rounds are described with named tuples: a plan is built for every running unit in every round,
+so these are on the hot path of a 50,000-job simulation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from shock.core.model import Cluster, JobSpec
+    from shock.core.resource_placement import ResourceGrant
+    from shock.core.run import RunRequest
+
+
+class PlannedUnit(NamedTuple):
+    """One job (or two co-located jobs) on a gang of GPUs for a round."""
+
+    job_ids: tuple[int, ...]
+    job_types: tuple[str, ...]  # each member's current job type (its batch size)
+    worker_type: str
+    gpus: tuple[int, ...]  # cluster-wide GPU ids (`Cluster.servers()` order)
+    rates: tuple[float, ...]  # steps/s the engine expects of each member here
+    steps_left: tuple[float, ...]  # steps each member still has to do
+    overhead_s: float  # (re)start cost a simulating executor charges this round
+    kept_gpus: bool  # ran on exactly these GPUs last round: no checkpoint-restore needed
+    grant: ResourceGrant | None = None  # CPUs and memory from a resource-aware placement
+
+
+class BatchSizeOrder(NamedTuple):
+    """The engine's adaptation model asks a job to train at another batch size."""
+
+    job_id: int
+    batch_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoundPlan:
+    index: int  # 1, 2, ... over the run
+    start_s: float
+    end_s: float  # start + round length: when the round ends at the latest
+    units: tuple[PlannedUnit, ...]
+    batch_size_orders: tuple[BatchSizeOrder, ...] = ()
+
+
+class UnitProgress(NamedTuple):
+    """What one planned unit did (reported in plan order)."""
+
+    steps: tuple[float, ...]  # steps each member made this round
+    stopped_s: tuple[float, ...]  # when each member stopped working (its finish, if it finished)
+    exec_s: float  # seconds the unit held its GPUs this round
+
+
+class StrayProgress(NamedTuple):
+    """Progress of a job outside this round's plan: a late exit, a run lost with its worker."""
+
+    job_id: int
+    steps: float
+    stopped_s: float
+
+
+class MeasuredRate(NamedTuple):
+    job_type: str
+    scale_factor: int
+    worker_type: str
+    steps_per_s: float
+
+
+class BatchSizeChange(NamedTuple):
+    """A job now trains as `job_type` (another batch size) and needs `total_steps` in all,
+    of which it has done `steps_done` (its harness rescaled both)."""
+
+    job_id: int
+    job_type: str
+    total_steps: int
+    steps_done: float
+
+
+@dataclass(frozen=True, slots=True)
+class RoundReport:
+    end_s: float
+    units: tuple[UnitProgress, ...]  # one per planned unit, in plan order
+    stray: tuple[StrayProgress, ...] = ()
+    rates: tuple[MeasuredRate, ...] = ()
+    batch_size_changes: tuple[BatchSizeChange, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorCapabilities:
+    # The executor computes progress itself from the engine's rates (a simulator): the
+    # engine's adaptation rules then change batch sizes. Real jobs adapt by themselves.
+    simulates_jobs: bool
+    # Adaptation modes the executor's jobs carry out on their own (real Accordion and GNS
+    # logic in the training harness); the engine orders batch sizes for the other modes.
+    native_adaptations: frozenset[str] = frozenset({"static"})
+    # The executor measures throughputs; the engine then starts from the table as a prior.
+    measures_rates: bool = False
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """A backend's executor. Times are seconds since the run's time zero (trace time)."""
+
+    capabilities: ExecutorCapabilities
+
+    def start(self, request: RunRequest, jobs: tuple[JobSpec, ...]) -> Cluster:
+        """Bring the cluster up; return it as it is (a real one: the workers that joined)."""
+        ...
+
+    def clock(self) -> float:
+        """The current time."""
+        ...
+
+    def run_round(self, plan: RoundPlan) -> RoundReport:
+        """Carry the plan out until `plan.end_s`, or earlier once every planned job stopped
+        (or the cluster changed); report what happened."""
+        ...
+
+    def idle_until(self, time_s: float) -> None:
+        """Nothing runs: wait until `time_s` (a real cluster: or until it changed)."""
+        ...
+
+    def cluster_changed(self) -> Cluster | None:
+        """The cluster as it is now if it changed since the last call (workers joined or
+        died), else None."""
+        ...
+
+    def stop(self) -> None:
+        """The run is over (or failed): release everything."""
+        ...
