@@ -173,7 +173,7 @@ def test_killed_scheduler_restarts_from_its_journal(tmp_path: Path, policy: str)
                  60, "a checkpoint")  # fmt: skip
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=5)
-        saved = query(state_dir, "SELECT value FROM meta WHERE key = 'policy_state'")
+        saved = query(state_dir, "SELECT value FROM meta WHERE key = 'engine_state'")
         time.sleep(1.5)
         second = procs.start(
             "serve-2", _serve(state_dir, None, port, policy), {"SHOCK_TOKEN": TOKEN}
@@ -183,8 +183,8 @@ def test_killed_scheduler_restarts_from_its_journal(tmp_path: Path, policy: str)
         assert "starts afresh" not in procs.log("serve-2")
     assert_all_complete_once(state_dir, SIX_JOBS)
     if policy == "shockwave":  # its targets and plan were journaled, and taken back
-        (document,) = (json.loads(value) for (value,) in saved)
-        assert document["policy"] == "shockwave" and document["state"]["jobs"]
+        (document,) = (json.loads(value)["engine"]["policy"] for (value,) in saved)
+        assert document["name"] == "shockwave" and document["state"]["jobs"]
 
 
 def test_ctrl_c_stops_every_process_it_started(tmp_path: Path) -> None:

@@ -1,19 +1,25 @@
-"""The scheduler's state, driven directly (no server, no processes): a batch-size change
-re-keys the job's throughput, and a restarted scheduler resumes the fairness counters."""
+"""The gRPC executor's state, driven directly (no server, no processes, no engine): what a
+round's report carries (measured steps, smoothed rates, batch-size switches), and what a
+restarted scheduler gets back from its journal."""
 
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from pathlib import Path
 
-import pytest
 from cluster_procs import write_trace
 
 from shock.cluster.journal import Journal
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
+from shock.core.executor import (
+    BatchSizeChange,
+    MeasuredRate,
+    PlannedUnit,
+    RoundPlan,
+    RoundReport,
+)
 from shock.core.runner import RunOptions, build_request
 
 RESNET_32 = "ResNet-18 (batch size 32)"
@@ -55,43 +61,52 @@ def _scheduler(
     return ClusterScheduler(request, SchedulerSettings(state_dir=tmp_path / "state"))
 
 
-def _start_round(scheduler: ClusterScheduler) -> None:
+def _plan(*job_ids: int, job_type: str = RESNET_32) -> RoundPlan:
+    """One round on the one-GPU cluster: the first job listed runs on GPU 0."""
+    units = tuple(
+        PlannedUnit((job_id,), (job_type,), "v100", (0,), (40.0,), (1000,), 0.0, False)
+        for job_id in job_ids[:1]
+    )
+    return RoundPlan(1, 0.0, 5.0, units)
+
+
+def _start_round(scheduler: ClusterScheduler, plan: RoundPlan) -> None:
     now = time.time()
     with scheduler._lock:
-        scheduler._start_round(now)
+        scheduler._begin_round(plan, now)
         scheduler._dispatch(now)
 
 
-def _end_round(scheduler: ClusterScheduler) -> None:
+def _report(scheduler: ClusterScheduler) -> RoundReport:
     with scheduler._lock:
-        scheduler._end_round(time.time())
+        return scheduler._report(time.time())
 
 
 def test_a_batch_size_change_rekeys_the_jobs_throughput(tmp_path: Path) -> None:
     scheduler = _scheduler(tmp_path, [(RESNET_32, 1000)])
     worker = DrivenWorker(scheduler)
-    _start_round(scheduler)
+    scheduler.start(scheduler.request, scheduler.request.trace.jobs)
+    _start_round(scheduler, _plan(0))
     (launch,) = worker.launched()
     assert launch.job_type == RESNET_32
     worker.report(launch.run_id, 0, started=pb.Started(step=0, batch_size=32))
     worker.report(launch.run_id, 0, progress=pb.Progress(
         step=100, steps_per_s=40.0, batch_size=32, target_steps=1000
     ))  # fmt: skip
-    assert scheduler.mechanism is not None
-    state = scheduler.mechanism.active[0]
-    assert state.rates == [40.0]
-    # The batch size doubled at step 100: 900 steps of 32 samples left = 450 of 64. Until a
-    # report at the new size says otherwise, the job runs at the prior table's rate for it.
+    # The batch size doubled at step 100: 900 steps of 32 samples left = 450 of 64.
     worker.report(launch.run_id, 0, progress=pb.Progress(
         step=101, steps_per_s=0.0, batch_size=64, target_steps=551
     ))  # fmt: skip
-    prior_64 = scheduler.request.table.throughput(RESNET_64, 1, "v100")
-    assert prior_64 > 0
-    assert (state.spec.job_type, state.total_steps, state.rates) == (RESNET_64, 551, [prior_64])
     worker.report(launch.run_id, 0, progress=pb.Progress(
         step=120, steps_per_s=22.0, batch_size=64, target_steps=551
     ))  # fmt: skip
-    assert state.rates == [22.0]
+    report = _report(scheduler)
+    # The engine hears both types' smoothed rates and the switch, with the round.
+    assert report.rates == (
+        MeasuredRate(RESNET_32, 1, "v100", 40.0), MeasuredRate(RESNET_64, 1, "v100", 22.0)
+    )  # fmt: skip
+    assert report.batch_size_changes == (BatchSizeChange(0, RESNET_64, 551),)
+    assert report.units[0].steps == (120.0,)
     estimates = scheduler.estimates
     assert estimates.estimate(RESNET_32, 1, "v100") == 40.0  # the old key keeps its own rate
     assert estimates.estimate(RESNET_64, 1, "v100") == 22.0
@@ -99,119 +114,67 @@ def test_a_batch_size_change_rekeys_the_jobs_throughput(tmp_path: Path) -> None:
     assert journaled == {(RESNET_32, 40.0), (RESNET_64, 22.0)}
     (row,) = scheduler.journal.jobs()
     assert (row.job_type, row.target_steps) == (RESNET_64, 551)
+    # Reported once: the next round's report has neither again.
+    _start_round(scheduler, _plan(0))
+    again = _report(scheduler)
+    assert (again.rates, again.batch_size_changes) == ((), ())
     # The job completes at the rescaled target, not the trace's 1000 steps.
+    _start_round(scheduler, _plan(0))
     worker.report(launch.run_id, 0, exit=pb.Exit(reason="done", step=551, target_steps=551))
     assert scheduler.jobs[0].completed_at is not None
-    _end_round(scheduler)
+    final = _report(scheduler)
+    assert final.units[0].steps == (551 - 120,)
     scheduler.journal.close()
 
-    # A restarted scheduler admits the job at its new type (its relaunch still names the
+    # A restarted scheduler knows the job at its new type (its relaunch still names the
     # trace's type: the harness resumes the new batch size from its checkpoint).
     restarted = _scheduler(tmp_path, [(RESNET_32, 1000)])
     assert (restarted.jobs[0].job_type, restarted.jobs[0].target_steps) == (RESNET_64, 551)
     restarted.journal.close()
 
 
-def _counters(scheduler: ClusterScheduler) -> dict[int, tuple[list[float], ...]]:
-    assert scheduler.mechanism is not None
-    return {
-        job_id: (state.time_so_far, state.deficit, state.allocation or [])
-        for job_id, state in sorted(scheduler.mechanism.active.items())
-    }
-
-
-def test_a_restarted_scheduler_resumes_the_fairness_counters(tmp_path: Path) -> None:
-    jobs = [(job_type, 10_000) for job_type in ("LM (batch size 20)", RESNET_32, RESNET_64)]
+def test_the_engine_state_and_credited_progress_survive_a_restart(tmp_path: Path) -> None:
+    jobs = [(RESNET_32, 10_000), (RESNET_64, 10_000)]
     first = _scheduler(tmp_path, jobs)
     worker = DrivenWorker(first)
-    step = 0
-    for _ in range(4):  # one GPU, three jobs: each round runs one of them
-        _start_round(first)
-        for launch in worker.launched():
-            worker.report(launch.run_id, launch.job_id, started=pb.Started(step=0))
-            time.sleep(0.02)  # some time trained, so the counters move
-            step += 10
-            worker.report(launch.run_id, launch.job_id, exit=pb.Exit(reason="preempted", step=step))
-        _end_round(first)
-    before = _counters(first)
-    half_round = first.round_length / 2
-    # Not the values a fresh admission gives: jobs have received time and owe some.
-    assert any(times != [half_round] or deficit != [0.0] for times, deficit, _ in before.values())
-    clock = (first.mechanism.last_reset_s, list(first.mechanism.worker_time))  # type: ignore[union-attr]
+    first.start(first.request, first.request.trace.jobs)
+    _start_round(first, _plan(1))
+    (launch,) = worker.launched()
+    worker.report(launch.run_id, 1, started=pb.Started(step=0))
+    worker.report(launch.run_id, 1, exit=pb.Exit(reason="preempted", step=70))
+    report = _report(first)
+    assert report.units[0].steps == (70.0,)
+    state = {"version": 1, "rounds": 1, "anything": [1, 2.5, None]}
+    first.save_state(state)
     first.journal.close()
 
     second = _scheduler(tmp_path, jobs)
-    DrivenWorker(second, worker.worker_id)
-    with second._lock:
-        second._rebuild_mechanism()
-        for job in second.jobs.values():
-            job.admitted = True
-            job.credited = float(job.step)
-            second._admit(second.mechanism, job)  # type: ignore[arg-type]
-    assert _counters(second) == before
-    assert (second.mechanism.last_reset_s, second.mechanism.worker_time) == clock  # type: ignore[union-attr]
+    assert second.load_state() == state
+    # What was reported before stays reported: no step is credited twice.
+    assert (second.jobs[0].credited, second.jobs[1].credited) == (0.0, 70.0)
     second.journal.close()
-
-
-def _run_rounds(scheduler: ClusterScheduler, worker: DrivenWorker, rounds: int) -> None:
-    """One GPU: each round runs one job, which trains a little and is preempted."""
-    for _ in range(rounds):
-        _start_round(scheduler)
-        for launch in worker.launched():
-            worker.report(launch.run_id, launch.job_id, started=pb.Started(step=0))
-            time.sleep(0.02)
-            step = scheduler.jobs[launch.job_id].step + 50
-            worker.report(launch.run_id, launch.job_id, exit=pb.Exit(reason="preempted", step=step))
-        _end_round(scheduler)
-
-
-@pytest.mark.parametrize("policy", ["shockwave", "finish_time_fairness_perf"])
-def test_a_restarted_scheduler_gives_the_policy_its_memory_back(
-    tmp_path: Path, policy: str
-) -> None:
-    jobs = [(job_type, 100_000) for job_type in ("LM (batch size 20)", RESNET_32, RESNET_64)]
-    first = _scheduler(tmp_path, jobs, policy)
-    worker = DrivenWorker(first)
-    _run_rounds(first, worker, 4)
-    kept = first.policy.snapshot()
-    fresh = first.request.policy.for_run(first.request.config.seed).snapshot()
-    assert kept is not None and json.dumps(kept) != json.dumps(fresh)
-    first.journal.close()
-
-    second = _scheduler(tmp_path, jobs, policy)
-    assert json.dumps(second.policy.snapshot()) == json.dumps(kept)
-    second.journal.close()
-
-
-def test_another_policys_or_a_broken_memory_is_set_aside(tmp_path: Path) -> None:
-    jobs = [(RESNET_32, 100_000), (RESNET_64, 100_000)]
-    first = _scheduler(tmp_path, jobs, "finish_time_fairness_perf")
-    _run_rounds(first, DrivenWorker(first), 2)
-    first.journal.close()
-    # Restarted with another policy: it starts afresh.
-    other = _scheduler(tmp_path, jobs, "fifo")
-    assert other.policy.snapshot()["placed"] == {}  # type: ignore[index]
-    other.journal.close()
-    # A snapshot that does not fit (an edited journal): afresh too, no traceback.
+    # A state that does not parse is set aside with a warning; the run starts afresh.
     journal = Journal(tmp_path / "state")
-    journal.set_meta("policy_state", json.dumps({"policy": "fifo", "state": {"placed": 3}}))
+    journal.set_meta("engine_state", "{not json")
     journal.close()
-    again = _scheduler(tmp_path, jobs, "fifo")
-    assert again.policy.snapshot()["placed"] == {}  # type: ignore[index]
-    again.journal.close()
+    third = _scheduler(tmp_path, jobs)
+    assert third.load_state() is None
+    third.journal.close()
 
 
 def test_a_job_type_named_without_a_batch_size_keeps_its_type(tmp_path: Path) -> None:
     """A3C's harness trains at batch size 4, which its Gavel type does not name."""
     scheduler = _scheduler(tmp_path, [("A3C", 1000)])
     worker = DrivenWorker(scheduler)
-    _start_round(scheduler)
+    scheduler.start(scheduler.request, scheduler.request.trace.jobs)
+    _start_round(scheduler, _plan(0, job_type="A3C"))
     (launch,) = worker.launched()
     worker.report(launch.run_id, 0, progress=pb.Progress(
         step=10, steps_per_s=5.0, batch_size=4, target_steps=1000
     ))  # fmt: skip
     assert scheduler.jobs[0].job_type == "A3C"
     assert scheduler.estimates.estimate("A3C", 1, "v100") == 5.0
+    assert _report(scheduler).batch_size_changes == ()
     scheduler.journal.close()
 
 

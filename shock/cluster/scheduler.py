@@ -1,14 +1,16 @@
-"""The scheduler service's state machine: `Mechanism` in wall-clock rounds on real workers.
+"""The gRPC cluster's executor: the engine's round plans carried out on real workers.
 
-Each round: admit arrived jobs, `plan_round`, then for every planned job extend the lease of
-its run if it stays on the same GPUs, otherwise preempt the old run and launch a new one as
-soon as the job's previous run has exited and the target GPUs are free. At the round's end
-(its length, or earlier once every run of the round has exited) each unit is credited with
-the steps its job reported, so the mechanism's progress is measured, not simulated.
-Measured throughputs feed an EWMA estimate that replaces the table's rates.
+The engine (shock/core/engine.py) decides; this class carries each round out in wall-clock
+time. For every planned job it extends the lease of its run if it stays on the same GPUs,
+otherwise preempts the old run and launches a new one as soon as the job's previous run has
+exited and the target GPUs are free. At the round's end (its length, earlier once every job
+of the round completed, or when a worker joined or died) it reports the steps each job made,
+when it stopped, the throughputs jobs measured (smoothed) and the batch sizes they switched
+to, so the engine's progress is measured, not simulated.
 
-All state changes happen under one lock; the gRPC handlers (`service.py`) and the round loop
-call into this class. Everything needed to resume is written to the journal first.
+All state changes happen under one lock; the gRPC handlers (`service.py`) and the engine's
+calls come in on different threads. Everything needed to resume is written to the journal
+first, the engine's own state included.
 """
 
 from __future__ import annotations
@@ -19,18 +21,26 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shock.cluster.estimates import ThroughputEstimates
-from shock.cluster.journal import FairnessRow, Journal, ThroughputRow, WorkerRow
+from shock.cluster.journal import Journal, ThroughputRow, WorkerRow
 from shock.cluster.proto import shock_cluster_pb2 as pb
+from shock.core.engine import run_engine
 from shock.core.epochs import job_type_with_batch_size
 from shock.core.errors import ShockError
-from shock.core.events import JobFinished, RoundEnded, RunFinished, RunStarted
-from shock.core.mechanism import Assignment, JobState, Mechanism, MechanismStats
-from shock.core.metrics import JobRecord, RunCounters, compute_metrics
+from shock.core.executor import (
+    BatchSizeChange,
+    ExecutorCapabilities,
+    MeasuredRate,
+    PlannedUnit,
+    RoundPlan,
+    RoundReport,
+    StrayProgress,
+    UnitProgress,
+)
 from shock.core.model import Cluster, JobSpec, batch_size_of
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
@@ -39,11 +49,10 @@ from shock.core.throughputs import throughputs_to_dict
 _log = logging.getLogger(__name__)
 
 MEASURED_TABLE_FILE = "measured_throughputs.json"
+ENGINE_STATE_KEY = "engine_state"
 _WORKER_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_COUNTER_FIELDS = (
-    "busy_gpu_seconds", "preemptions", "lease_extensions", "placements", "rounds",
-    "allocations", "solver_seconds",
-)  # fmt: skip
+# Adaptation modes the training harness carries out itself (shock/workloads/adaptation.py).
+HARNESS_ADAPTATIONS = frozenset({"static", "accordion", "gns"})
 
 
 class RequestError(ShockError):
@@ -103,10 +112,8 @@ class TrackedJob:
     completed_at: float | None = None
     run_id: int | None = None  # the live run, if any
     not_before: float = 0.0  # a lost run's lease: no relaunch before it ends
-    credited: float = 0.0  # steps given to the mechanism
+    credited: float = 0.0  # steps reported to the engine
     failures: int = 0
-    admitted: bool = False
-    last_assignment: Assignment | None = None
     # What it runs as now: the trace's job type and steps until an approved batch-size
     # change (Accordion, GNS) takes effect; then the new batch size's type and the step
     # target the harness rescaled. Launches always name the trace's (a relaunch resumes
@@ -124,13 +131,20 @@ class TrackedJob:
 
 
 class ClusterScheduler:
+    """The gRPC executor; also what the gRPC service's handlers call."""
+
+    capabilities = ExecutorCapabilities(
+        simulates_jobs=False,
+        native_adaptations=HARNESS_ADAPTATIONS,
+        measures_rates=True,
+        durable=True,
+    )
+
     def __init__(self, request: RunRequest, settings: SchedulerSettings) -> None:
         self.request = request
         self.settings = settings
-        self.config = request.config.mechanism
-        self.round_length = self.config.round_length_s
+        self.round_length = request.config.mechanism.round_length_s
         self.grace_s = max(3 * settings.heartbeat_s, 0.25 * self.round_length)
-        self.policy = request.policy.for_run(request.config.seed)
         self.journal = Journal(settings.state_dir)
         self.checkpoint_root = settings.state_dir / "checkpoints"
         self.estimates = ThroughputEstimates(prior=request.table)
@@ -139,27 +153,31 @@ class ClusterScheduler:
         self.workers: dict[str, WorkerSlot] = {}
         self.runs: dict[int, Run] = {}
         self.jobs: dict[int, TrackedJob] = {}
-        self.mechanism: Mechanism | None = None
         self._cluster_signature: tuple[tuple[str, str, int], ...] = ()
         self._gpu_owner: dict[int, tuple[str, int]] = {}
-        self._stats_base = dict.fromkeys(_COUNTER_FIELDS, 0.0)
         self._round_index = 0
         self._round_start = 0.0
         self._round_end = 0.0
-        self._assignments: list[Assignment] = []
+        self._units: tuple[PlannedUnit, ...] = ()
         self._plan: dict[int, tuple[str, tuple[int, ...]]] = {}
         self._round_runs: dict[int, list[int]] = {}
+        # What happened since the last report, for the next one.
+        self._new_rates: dict[tuple[str, int, str], float] = {}
+        self._new_batch_sizes: dict[int, BatchSizeChange] = {}
         self._failure: str | None = None
+        self._stop: threading.Event | None = None
+        self._run_deadline: float | None = None
         self.done = False
         self.incarnation = uuid.uuid4().hex
+        self._saved_engine: dict[str, object] | None = None
         self._load()
 
     # Start-up: a fresh run, or resume from the journal.
 
     def _load(self) -> None:
         journal = self.journal
-        # Time zero of the trace: when the first round starts (the cluster is up), fixed in
-        # the journal so that a restarted scheduler keeps measuring from it.
+        # Time zero of the trace: when the cluster is up, fixed in the journal so that a
+        # restarted scheduler keeps measuring from it.
         t0 = journal.get_meta("t0")
         self.t0 = time.time() if t0 is None else float(t0)
         self._t0_fixed = t0 is not None
@@ -171,18 +189,16 @@ class ClusterScheduler:
                 row.spec, row.step, row.checkpoint_step, row.completed_at,
                 job_type=row.job_type or "", target_steps=row.target_steps or 0,
             )  # fmt: skip
-        # Fairness counters of the last round before a restart, given back to each job when
-        # the new mechanism admits it (then dropped: they are only a starting point).
-        self._saved_fairness: dict[int, list[FairnessRow]] = {}
-        for fairness in journal.fairness():
-            self._saved_fairness.setdefault(fairness.job_id, []).append(fairness)
-        clock = journal.get_meta("fairness_clock")
-        self._saved_clock: dict[str, object] | None = None if clock is None else json.loads(clock)
-        self._restore_policy(journal.get_meta("policy_state"))
-        counters = journal.get_meta("counters")
-        if counters is not None:
-            self._stats_base.update(json.loads(counters))
-        self._round_index = int(self._stats_base["rounds"])
+        # The journal's trace is the run's, also when a restart names none.
+        trace = replace(
+            self.request.trace,
+            jobs=tuple(job.spec for job in self.jobs.values()),
+            source=journal.get_meta("trace") or self.request.trace.source,
+        )
+        self.request = replace(self.request, trace=trace)
+        saved = journal.get_meta(ENGINE_STATE_KEY)
+        if saved is not None:
+            self._restore_saved(saved)
         for measured in journal.throughputs():
             key = (measured.job_type, measured.scale_factor, measured.worker_type)
             self.estimates.measured[key] = (measured.steps_per_s, measured.samples)
@@ -205,6 +221,150 @@ class ClusterScheduler:
             self.jobs[run.job_id].run_id = run.run_id
             if run.worker_id not in self.workers:
                 self._close_run(self.runs[run.run_id], now, "lost")
+
+    def _restore_saved(self, saved: str) -> None:
+        """The engine's state and, with it, how much of each job's progress it was told."""
+        try:
+            document = json.loads(saved)
+            engine = document["engine"]
+            credited = {int(job_id): float(steps) for job_id, steps in document["credited"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            _log.warning("the journal's engine state does not parse (%s): starting afresh", error)
+            return
+        self._saved_engine = engine
+        self._round_index = int(engine.get("rounds", 0))
+        for job_id, steps in credited.items():
+            if job_id in self.jobs:
+                self.jobs[job_id].credited = steps
+
+    # The executor: what the engine calls.
+
+    def start(self, request: RunRequest, jobs: tuple[JobSpec, ...]) -> Cluster:
+        """Wait until enough workers registered; time zero is then (if it is not fixed)."""
+        with self._lock:
+            deadline = time.monotonic() + self.settings.startup_timeout_s
+
+            def ready(now: float) -> bool:
+                if self._ready_workers() >= self.settings.min_workers:
+                    return True
+                if time.monotonic() > deadline:
+                    raise ShockError(
+                        f"only {self._ready_workers()} of {self.settings.min_workers} workers "
+                        f"registered within {self.settings.startup_timeout_s:g} s"
+                    )
+                return False
+
+            self._wait_until(ready)
+            if not self._t0_fixed:
+                self.t0, self._t0_fixed = time.time(), True
+                self.journal.set_meta("t0", repr(self.t0))
+            return self._take_cluster()
+
+    def clock(self) -> float:
+        return time.time() - self.t0
+
+    def run_round(self, plan: RoundPlan) -> RoundReport:
+        with self._lock:
+            self._begin_round(plan, time.time())
+            self._wait_until(self._round_over)
+            return self._report(time.time())
+
+    def idle_until(self, time_s: float) -> None:
+        with self._lock:
+            signature = self._cluster_signature
+            self._round_end = self.t0 + time_s
+            self._wait_until(
+                lambda now: now - self.t0 >= time_s or self._live_signature() != signature
+            )
+
+    def cluster_changed(self) -> Cluster | None:
+        """The live workers' cluster when it changed and still has a worker."""
+        with self._lock:
+            if self._live_signature() == self._cluster_signature or not self._ready_workers():
+                return None
+            return self._take_cluster()
+
+    def stop(self) -> None:
+        with self._lock:
+            self.done = True
+            self._changed.notify_all()
+            self._tell_workers_to_stop()
+
+    def save_state(self, state: dict[str, object]) -> None:
+        with self._lock:
+            credited = {str(job.job_id): job.credited for job in self.jobs.values() if job.credited}
+            document = {"engine": state, "credited": credited}
+            self.journal.set_meta(ENGINE_STATE_KEY, json.dumps(document))
+
+    def load_state(self) -> dict[str, object] | None:
+        return self._saved_engine
+
+    # Running a whole trace.
+
+    def run(self, stop: threading.Event | None = None) -> RunResult:
+        """Drive the trace through the engine until every job completed (or the window's)."""
+        self._stop = stop or threading.Event()
+        limit = self.settings.run_timeout_s
+        self._run_deadline = None if limit is None else time.monotonic() + limit
+        result = run_engine(self.request, self, "grpc")
+        table = throughputs_to_dict(self.estimates.measured_table())
+        self.measured_table_path().write_text(json.dumps(table, indent=2) + "\n")
+        return result
+
+    def measured_table_path(self) -> Path:
+        return self.settings.state_dir / MEASURED_TABLE_FILE
+
+    # Waiting, under the lock.
+
+    def _wait_until(self, done: Callable[[float], bool]) -> None:
+        """Check workers, dispatch planned jobs and wait for state changes until `done`."""
+        while True:
+            if self._stop is not None and self._stop.is_set():
+                raise ShockError("the cluster run was interrupted")
+            if self._failure is not None:
+                raise ShockError(self._failure)
+            if self._run_deadline is not None and time.monotonic() > self._run_deadline:
+                raise ShockError(
+                    f"the cluster run did not finish within {self.settings.run_timeout_s:g} s"
+                )
+            now = time.time()
+            self._check_workers(now)
+            if done(now):
+                return
+            self._dispatch(now)
+            # Wake at the round's end, not up to 0.2 s after it (rounds as long as the
+            # simulator's).
+            self._changed.wait(timeout=min(0.2, max(self._round_end - now, 0.01)))
+
+    def _ready_workers(self) -> int:
+        return sum(1 for w in self.workers.values() if w.registered and w.alive)
+
+    def _live_signature(self) -> tuple[tuple[str, str, int], ...]:
+        return tuple(sorted(
+            (w.worker_id, w.gpu_type, w.gpus)
+            for w in self.workers.values() if w.registered and w.alive
+        ))  # fmt: skip
+
+    def _take_cluster(self) -> Cluster:
+        """The cluster of the live workers, one server per worker; global GPU ids follow
+        `Cluster.servers()` (by type, then registration order)."""
+        alive = sorted(
+            (w for w in self.workers.values() if w.registered and w.alive),
+            key=lambda w: (w.gpu_type, w.registered_seq, w.worker_id),
+        )
+        gpus_per_type: dict[str, int] = {}
+        per_server: dict[str, int] = {}
+        for slot in alive:
+            gpus_per_type[slot.gpu_type] = gpus_per_type.get(slot.gpu_type, 0) + slot.gpus
+            per_server[slot.gpu_type] = slot.gpus
+        self._gpu_owner = {}
+        next_gpu = 0
+        for slot in alive:
+            for local in range(slot.gpus):
+                self._gpu_owner[next_gpu] = (slot.worker_id, local)
+                next_gpu += 1
+        self._cluster_signature = self._live_signature()
+        return Cluster(gpus_per_type, per_server)
 
     # Worker-facing operations (called by the gRPC service).
 
@@ -338,6 +498,8 @@ class ClusterScheduler:
 
     # Job events.
 
+    # Job events.
+
     def _apply_event(self, event: pb.JobEvent) -> None:
         run = self.runs.get(event.run_id)
         job = self.jobs.get(event.job_id)
@@ -370,99 +532,25 @@ class ClusterScheduler:
             job.checkpoint_step = event.checkpoint.step
             journal.set_checkpoint(job.job_id, job.checkpoint_step, event.checkpoint.path)
         elif kind == "batch_size_request" and self.settings.approve_batch_size_changes:
-            size = event.batch_size_request.batch_size
-            journal.set_batch_size(job.job_id, size)
-            self._command(run.worker_id, pb.Command(
-                batch_size=pb.BatchSize(run_id=run.run_id, batch_size=size)
-            ))  # fmt: skip
+            self._order_batch_size(run, event.batch_size_request.batch_size)
+
+    def _order_batch_size(self, run: Run, batch_size: int) -> None:
+        self.journal.set_batch_size(run.job_id, batch_size)
+        self._command(run.worker_id, pb.Command(
+            batch_size=pb.BatchSize(run_id=run.run_id, batch_size=batch_size)
+        ))  # fmt: skip
 
     def _change_batch_size(self, job: TrackedJob, batch_size: int, target_steps: int) -> None:
         """The job trains at another batch size now: from here on it is that batch size's
-        job type, so its throughput reports and the mechanism's rates use that type's entry
-        (measured, else the prior table's, as for any type), and its steps count towards the
-        target the harness rescaled."""
+        job type, so its throughput reports are keyed by that type, and its steps count
+        towards the target the harness rescaled. The engine hears of it with the round."""
         job.job_type = job_type_with_batch_size(job.spec.model_family, batch_size)
         if target_steps > 0:
             job.target_steps = target_steps
         self.journal.set_job_type(job.job_id, job.job_type, job.target_steps)
-        mechanism = self.mechanism
-        state = None if mechanism is None else mechanism.active.get(job.job_id)
-        if mechanism is None or state is None:
-            return  # admission gives it the new type
-        self._set_type_rates(mechanism, job)
-        mechanism.change_job_type(state, job.job_type, job.target_steps, state.steps_done)
-
-    def _set_type_rates(self, mechanism: Mechanism, job: TrackedJob) -> None:
-        """Put the job's current type in the mechanism's table (it may be new to it)."""
-        scale = job.spec.scale_factor
-        for worker_type in mechanism.worker_types:
-            rate = self.estimates.estimate(job.job_type, scale, worker_type)
-            mechanism.table.set(job.job_type, scale, worker_type, rate)
-
-    def _admit(self, mechanism: Mechanism, job: TrackedJob) -> JobState:
-        """Admit a job with what it has done, at its current job type; after a restart,
-        with the fairness counters it had in the journal."""
-        state = mechanism.admit(job.spec)
-        state.steps_done = job.credited
-        if job.job_type != job.spec.job_type:
-            self._set_type_rates(mechanism, job)
-            mechanism.change_job_type(state, job.job_type, job.target_steps, job.credited)
-        for saved in self._saved_fairness.pop(job.job_id, []):
-            if saved.worker_type in mechanism.worker_types:
-                column = mechanism.worker_types.index(saved.worker_type)
-                state.time_so_far[column] = saved.time_so_far
-                state.deficit[column] = saved.deficit
-                if saved.allocation is not None:
-                    if state.allocation is None:
-                        state.allocation = [0.0] * len(mechanism.worker_types)
-                    state.allocation[column] = saved.allocation
-        return state
-
-    def _restore_policy(self, saved: str | None) -> None:
-        """Give the policy back what it kept before a restart (Shockwave's targets and plan,
-        FTF's attained time, FIFO's placements, ...). A snapshot of another policy, or one
-        that does not fit, is set aside: the policy then starts afresh, as it would without."""
-        if saved is None:
-            return
-        try:
-            document = json.loads(saved)
-            if document["policy"] != self.policy.name:
-                _log.warning(
-                    "the journal holds the state of policy %r, not %r: %r starts afresh",
-                    document["policy"], self.policy.name, self.policy.name,
-                )  # fmt: skip
-                return
-            self.policy.restore(document["state"])
-        except Exception as error:  # an edited or foreign journal: never fatal
-            _log.warning(
-                "policy state in the journal does not fit (%s: %s): %r starts afresh",
-                type(error).__name__, error, self.policy.name,
-            )  # fmt: skip
-            self.policy = self.request.policy.for_run(self.request.config.seed)
-
-    def _save_fairness(self) -> None:
-        """Journal every active job's time counters and the mechanism's clock for them, so
-        that a restarted scheduler goes on with the same fairness state."""
-        mechanism = self.mechanism
-        if mechanism is None:
-            return
-        rows = [
-            FairnessRow(
-                job_id, worker_type, state.time_so_far[column], state.deficit[column],
-                None if state.allocation is None else state.allocation[column],
-            )
-            for job_id, state in sorted(mechanism.active.items())
-            for column, worker_type in enumerate(mechanism.worker_types)
-        ]  # fmt: skip
-        self.journal.set_fairness(rows)
-        snapshot = self.policy.snapshot()
-        if snapshot is not None:
-            document = {"policy": self.policy.name, "state": snapshot}
-            self.journal.set_meta("policy_state", json.dumps(document))
-        self.journal.set_meta("fairness_clock", json.dumps({
-            "last_reset_s": mechanism.last_reset_s,
-            "worker_time": dict(zip(mechanism.worker_types, mechanism.worker_time, strict=True)),
-        }))  # fmt: skip
+        self._new_batch_sizes[job.job_id] = BatchSizeChange(
+            job.job_id, job.job_type, job.target_steps
+        )
 
     def _apply_exit(self, job: TrackedJob, run: Run | None, exit: pb.Exit, now: float) -> None:
         if exit.target_steps > 0:
@@ -478,11 +566,7 @@ class ClusterScheduler:
                 if run is not None and run.ended_at is not None:
                     # Closed as lost (its worker was silent), yet it finished: say so.
                     self.journal.correct_run_completed(run.run_id, now, job.step)
-                hook = self.request.registry.hook
-                hook.job_finished(
-                    event=JobFinished(now - self.t0, job.spec.job_id,
-                                      now - self.t0 - job.spec.arrival_time)
-                )  # fmt: skip
+                self._changed.notify_all()  # the round may be over
         elif exit.reason in ("error", "crashed"):
             job.failures += 1
             job.step = job.checkpoint_step
@@ -518,17 +602,7 @@ class ClusterScheduler:
         value = self.estimates.observe(job_type, scale, worker_type, steps_per_s)
         samples = self.estimates.measured[(job_type, scale, worker_type)][1]
         self.journal.set_throughput(ThroughputRow(job_type, scale, worker_type, value, samples))
-        mechanism = self.mechanism
-        if mechanism is None or worker_type not in mechanism.worker_types:
-            return
-        column = mechanism.worker_types.index(worker_type)
-        mechanism.table.set(job_type, scale, worker_type, value)
-        for state in mechanism.active.values():
-            if (state.spec.job_type, state.scale_factor) == (job_type, scale):
-                before = state.rates[column]
-                state.rates[column] = value
-                if before <= 0 or abs(value - before) / before > 0.2:
-                    mechanism.need_allocation = True  # rates moved: re-solve the policy
+        self._new_rates[(job_type, scale, worker_type)] = value
 
     def _command(self, worker_id: str, command: pb.Command) -> None:
         slot = self.workers.get(worker_id)
@@ -536,198 +610,35 @@ class ClusterScheduler:
             slot.commands.append(command)
             self._changed.notify_all()
 
-    # The round loop.
-
-    def run(self, stop: threading.Event | None = None) -> RunResult:
-        """Drive rounds until every job completed; returns the run's result."""
-        stop = stop or threading.Event()
-        started = time.perf_counter()
-        self.request.registry.hook.run_started(
-            event=RunStarted(self.policy.name, "grpc", len(self.jobs))
-        )
-        deadline = time.monotonic() + self.settings.startup_timeout_s
-        limit = self.settings.run_timeout_s
-        run_deadline = None if limit is None else time.monotonic() + limit
-        with self._lock:
-            while not self.done:
-                if stop.is_set():
-                    raise ShockError("the cluster run was interrupted")
-                if self._failure is not None:
-                    raise ShockError(self._failure)
-                if run_deadline is not None and time.monotonic() > run_deadline:
-                    raise ShockError(f"the cluster run did not finish within {limit:g} s")
-                now = time.time()
-                self._check_workers(now)
-                ready = sum(1 for w in self.workers.values() if w.registered and w.alive)
-                if ready < self.settings.min_workers and self.mechanism is None:
-                    if time.monotonic() > deadline:
-                        raise ShockError(
-                            f"only {ready} of {self.settings.min_workers} workers registered "
-                            f"within {self.settings.startup_timeout_s:g} s"
-                        )
-                elif self._round_over(now):
-                    if self._assignments:
-                        self._end_round(now)
-                    self.done = all(j.completed_at is not None for j in self.jobs.values())
-                    if not self.done and ready > 0:
-                        self._start_round(now)
-                if not self.done:
-                    self._dispatch(now)
-                    # Wake at the round's end, not up to 0.2 s after it (rounds as long
-                    # as the simulator's).
-                    self._changed.wait(timeout=min(0.2, max(self._round_end - now, 0.01)))
-            self._changed.notify_all()
-            self._tell_workers_to_stop()
-            result = self._result(time.perf_counter() - started)
-        self.request.registry.hook.run_finished(
-            event=RunFinished(time.time() - self.t0, len(result.records))
-        )
-        return result
-
-    def _tell_workers_to_stop(self) -> None:
-        """Wait (bounded) until every live worker heard "shutdown" on a heartbeat."""
-        deadline = time.monotonic() + 3 * self.settings.heartbeat_s + 1.0
-        while time.monotonic() < deadline:
-            waiting = [w for w in self.workers.values()
-                       if w.registered and w.alive and not w.told_shutdown]  # fmt: skip
-            if not waiting:
-                return
-            self._changed.wait(timeout=0.1)
-
-    def _check_workers(self, now: float) -> None:
-        for slot in self.workers.values():
-            if slot.alive and now - slot.last_seen > self.settings.dead_after_s:
-                slot.alive = False
-                self.journal.set_worker_dead(slot.worker_id, now)
-                for run in list(self.runs.values()):
-                    if run.worker_id == slot.worker_id and run.ended_at is None:
-                        self._close_run(run, now, "lost")
-
-    def _live_signature(self) -> tuple[tuple[str, str, int], ...]:
-        return tuple(sorted(
-            (w.worker_id, w.gpu_type, w.gpus)
-            for w in self.workers.values() if w.registered and w.alive
-        ))  # fmt: skip
+    # A round: the plan carried out, then reported.
 
     def _round_over(self, now: float) -> bool:
         if now >= self._round_end or self._live_signature() != self._cluster_signature:
             return True  # also early when a worker joined or died: plan for the new cluster
-        if self.mechanism is None or not self._assignments:
-            return self._arrival_due(now)
-        # Early end, as in the simulator: every job of the round has finished its share.
-        return all(
-            self.jobs[job_id].completed_at is not None for job_id in self._plan
-        )
+        # Early end, as in the simulator: every job of the round has finished its work.
+        return all(self.jobs[job_id].completed_at is not None for job_id in self._plan)
 
-    def _arrival_due(self, now: float) -> bool:
-        return any(
-            not job.admitted and job.completed_at is None
-            and job.spec.arrival_time <= now - self.t0
-            for job in self.jobs.values()
-        )  # fmt: skip
-
-    def _rebuild_mechanism(self) -> None:
-        """A mechanism for the live workers; jobs keep their progress and time counters."""
-        alive = sorted(
-            (w for w in self.workers.values() if w.registered and w.alive),
-            key=lambda w: (w.gpu_type, w.registered_seq, w.worker_id),
-        )
-        gpus_per_type: dict[str, int] = {}
-        per_server: dict[str, int] = {}
-        for slot in alive:
-            gpus_per_type[slot.gpu_type] = gpus_per_type.get(slot.gpu_type, 0) + slot.gpus
-            per_server[slot.gpu_type] = slot.gpus
-        cluster = Cluster(gpus_per_type, per_server)
-        # Global GPU ids follow Cluster.servers(): by type, one server per worker.
-        self._gpu_owner = {}
-        next_gpu = 0
-        for slot in alive:
-            for local in range(slot.gpus):
-                self._gpu_owner[next_gpu] = (slot.worker_id, local)
-                next_gpu += 1
-        old = self.mechanism
-        if old is not None:
-            for name in _COUNTER_FIELDS:
-                if hasattr(old.stats, name):
-                    self._stats_base[name] += getattr(old.stats, name)
-        keys = sorted({(j.spec.job_type, j.spec.scale_factor) for j in self.jobs.values()})
-        keys += sorted({(j.job_type, j.spec.scale_factor) for j in self.jobs.values()} - set(keys))
-        prices = self.request.config.prices
-        if prices is not None and any(w not in prices for w in cluster.worker_types):
-            prices = None
-        mechanism = Mechanism(
-            cluster, self.policy, self.request.solver, self.request.placement,
-            self.estimates.table(keys, cluster.worker_types), self.config, prices=prices,
-        )  # fmt: skip
-        mechanism.stats = MechanismStats()
-        if old is not None:
-            mechanism.last_reset_s = old.last_reset_s
-        elif self._saved_clock is not None:  # the first mechanism after a restart
-            mechanism.last_reset_s = float(self._saved_clock["last_reset_s"])  # type: ignore[arg-type]
-            worker_time = self._saved_clock["worker_time"]
-            assert isinstance(worker_time, dict)
-            for column, worker_type in enumerate(mechanism.worker_types):
-                mechanism.worker_time[column] = float(worker_time.get(worker_type, 0.0))
-            self._saved_clock = None
-        for job in self.jobs.values():
-            if job.admitted and job.completed_at is None:
-                state = self._admit(mechanism, job)
-                previous = old.active.get(job.spec.job_id) if old is not None else None
-                if old is not None and previous is not None:
-                    self._copy_counters(old, previous, mechanism, state)
-        self.mechanism = mechanism
-        self._cluster_signature = self._live_signature()
-        for job in self.jobs.values():
-            job.last_assignment = None
-
-    @staticmethod
-    def _copy_counters(old: Mechanism, before: JobState, new: Mechanism, after: JobState) -> None:
-        for column, worker_type in enumerate(new.worker_types):
-            if worker_type in old.worker_types:
-                previous = old.worker_types.index(worker_type)
-                after.time_so_far[column] = before.time_so_far[previous]
-                after.deficit[column] = before.deficit[previous]
-
-    def _start_round(self, now: float) -> None:
-        if not self._t0_fixed:
-            self.t0, self._t0_fixed = now, True
-            self.journal.set_meta("t0", repr(now))
-        if self.mechanism is None or self._live_signature() != self._cluster_signature:
-            self._rebuild_mechanism()
-        mechanism = self.mechanism
-        assert mechanism is not None
-        for job in sorted(self.jobs.values(), key=lambda j: (j.spec.arrival_time, j.spec.job_id)):
-            if (
-                not job.admitted
-                and job.completed_at is None
-                and job.spec.arrival_time <= now - self.t0
-            ):
-                job.admitted = True
-                job.credited = float(job.step)
-                self._admit(mechanism, job)
-        assignments = mechanism.plan_round(now - self.t0)
-        self._assignments = assignments
+    def _begin_round(self, plan: RoundPlan, now: float) -> None:
+        self._units = plan.units
+        self._round_index = plan.index
         self._round_start = now
-        self._round_end = now + (self.round_length if assignments else 0.5)
+        self._round_end = now + (plan.end_s - plan.start_s)
         self._plan = {}
         self._round_runs = {}
-        for assignment in assignments:
-            worker_id = self._gpu_owner[assignment.gpus[0]][0]
-            local = tuple(
-                self._gpu_owner[g][1] for g in assignment.gpus
-                if self._gpu_owner[g][0] == worker_id
-            )  # fmt: skip
-            for member in assignment.unit.members:
-                self._plan[member.job_id] = (worker_id, local)
-                self.jobs[member.job_id].last_assignment = assignment
-        if assignments:
-            self._round_index += 1
-            self._save_fairness()  # the allocation may have been recomputed
-            self.journal.set_meta("counters", json.dumps(self._counters_dict()))
-            self.journal.add_round(self._round_index, now, [
-                {"jobs": list(job_ids), "worker": worker, "gpus": list(gpus)}
-                for job_ids, (worker, gpus) in self._grouped_plan()
-            ])  # fmt: skip
+        for unit in plan.units:
+            owners = [self._gpu_owner.get(g) for g in unit.gpus]
+            if any(owner is None for owner in owners):
+                continue  # planned on a cluster that has changed since: it does not run
+            worker_id = owners[0][0]  # type: ignore[index]
+            local = tuple(o[1] for o in owners if o is not None and o[0] == worker_id)
+            for job_id in unit.job_ids:
+                self._plan[job_id] = (worker_id, local)
+        self.journal.add_round(plan.index, now, [
+            {"jobs": list(unit.job_ids), "worker": target[0], "gpus": list(target[1])}
+            for unit in plan.units
+            for target in (self._plan.get(unit.job_ids[0]),)
+            if target is not None
+        ])  # fmt: skip
         lease_until = self._round_end + self.grace_s
         for run in list(self.runs.values()):
             if run.ended_at is not None:
@@ -743,9 +654,13 @@ class ClusterScheduler:
             elif not run.preempting:
                 run.preempting = True
                 self._command(run.worker_id, pb.Command(preempt=pb.Preempt(run_id=run.run_id)))
-
-    def _grouped_plan(self) -> list[tuple[tuple[int, ...], tuple[str, tuple[int, ...]]]]:
-        return [(a.unit.member_ids, self._plan[a.unit.member_ids[0]]) for a in self._assignments]
+        # Batch sizes the engine's adaptation model wants of jobs that run on.
+        for order in plan.batch_size_orders:
+            job = self.jobs.get(order.job_id)
+            if job is not None and job.run_id is not None:
+                run = self.runs[job.run_id]
+                if not run.preempting:
+                    self._order_batch_size(run, order.batch_size)
 
     def _dispatch(self, now: float) -> None:
         """Launch every planned job that is not running, once its GPUs are free."""
@@ -778,11 +693,13 @@ class ClusterScheduler:
             directory = self.checkpoint_root / f"job-{job_id}"
             directory.mkdir(parents=True, exist_ok=True)
             spec = job.spec
+            # Modes the harness does not carry out run static; the engine orders their sizes.
+            adaptation = spec.mode if spec.mode in HARNESS_ADAPTATIONS else "static"
             self._command(worker_id, pb.Command(launch=pb.Launch(
                 run_id=run_id, job_id=job_id, job_type=spec.job_type,
                 target_steps=spec.total_steps, checkpoint_dir=str(directory), gpus=gpus,
                 lease_s=lease_until - now, seed=self.request.config.seed + job_id,
-                adaptation=spec.mode if spec.mode in ("accordion", "gns") else "static",
+                adaptation=adaptation,
             )))  # fmt: skip
 
     def _credit_target(self, job: TrackedJob) -> float:
@@ -791,45 +708,48 @@ class ClusterScheduler:
             return float(total)
         return float(min(job.step, total - 1))
 
-    def _end_round(self, now: float) -> None:
-        """Credit each unit of the round with its jobs' measured steps and run time."""
-        mechanism = self.mechanism
-        assert mechanism is not None
-        busy = 0.0
-        credited: set[int] = set()
-        for assignment in self._assignments:
-            members = assignment.unit.members
-            exec_s = max(self._exec_seconds(m.job_id, now) for m in members)
+    def _report(self, now: float) -> RoundReport:
+        """Each planned unit's measured steps and run time; progress of jobs outside the
+        round (late exits, lost runs); rates and batch sizes reported since the last one."""
+        units = []
+        planned: set[int] = set()
+        for unit in self._units:
+            exec_s = max(self._exec_seconds(job_id, now) for job_id in unit.job_ids)
             steps = []
-            for member in members:
-                job = self.jobs[member.job_id]
-                target = self._credit_target(job)
-                steps.append(target - job.credited)
-                job.credited = target
-                credited.add(member.job_id)
-            busy += exec_s * len(assignment.gpus)
-            if all(m.job_id in mechanism.active for m in members):
-                mechanism.credit(assignment, steps, exec_s)
-        # Progress that arrived for jobs outside this round (late exits, lost runs).
-        for job in self.jobs.values():
-            state = mechanism.active.get(job.spec.job_id)
-            if state is None or job.spec.job_id in credited:
-                continue
-            target = self._credit_target(job)
-            if target != job.credited:
-                assignment = job.last_assignment or Assignment(
-                    state, 0, mechanism.worker_types[0], (), (state.rates[0],), False
-                )
-                mechanism.credit(assignment._replace(unit=state), [target - job.credited], 0.0)
-                job.credited = target
-        self._stats_base["busy_gpu_seconds"] += busy
-        self.journal.set_meta("counters", json.dumps(self._counters_dict()))
-        self._save_fairness()
-        self._assignments = []
-        completed = sum(1 for j in self.jobs.values() if j.completed_at is not None)
-        self.request.registry.hook.round_ended(
-            event=RoundEnded(now - self.t0, self._round_index, len(mechanism.active), completed)
+            stopped = []
+            for job_id in unit.job_ids:
+                steps.append(self._take_progress(self.jobs[job_id]))
+                stopped.append(self._stopped_s(self.jobs[job_id], now))
+                planned.add(job_id)
+            units.append(UnitProgress(tuple(steps), tuple(stopped), exec_s))
+        stray = [
+            StrayProgress(job.job_id, self._take_progress(job), self._stopped_s(job, now))
+            for job in self.jobs.values()
+            if job.job_id not in planned and self._credit_target(job) != job.credited
+        ]
+        worker_types = {w.gpu_type for w in self.workers.values()}
+        rates = tuple(
+            MeasuredRate(job_type, scale, worker_type, value)
+            for (job_type, scale, worker_type), value in self._new_rates.items()
+            if worker_type in worker_types
         )
+        report = RoundReport(
+            now - self.t0, tuple(units), tuple(stray), rates,
+            tuple(self._new_batch_sizes.values()),
+        )  # fmt: skip
+        self._new_rates = {}
+        self._new_batch_sizes = {}
+        self._units = ()
+        return report
+
+    def _take_progress(self, job: TrackedJob) -> float:
+        target = self._credit_target(job)
+        steps = target - job.credited
+        job.credited = target
+        return steps
+
+    def _stopped_s(self, job: TrackedJob, now: float) -> float:
+        return (job.completed_at if job.completed_at is not None else now) - self.t0
 
     def _exec_seconds(self, job_id: int, now: float) -> float:
         """The seconds the job held its GPUs this round: from the round's start (its first
@@ -843,67 +763,23 @@ class ClusterScheduler:
             total += max(0.0, end - begin)
         return min(total, now - self._round_start)
 
-    def _counters_dict(self) -> dict[str, float]:
-        counters = dict(self._stats_base)
-        counters["rounds"] = self._round_index
-        if self.mechanism is not None:
-            stats = self.mechanism.stats
-            counters["preemptions"] += stats.preemptions
-            counters["lease_extensions"] += stats.lease_extensions
-            counters["placements"] += stats.lease_opportunities
-            counters["allocations"] += stats.allocations
-            counters["solver_seconds"] += stats.solver_seconds
-        return counters
+    # Workers coming and going.
 
-    # Results.
+    def _tell_workers_to_stop(self) -> None:
+        """Wait (bounded) until every live worker heard "shutdown" on a heartbeat."""
+        deadline = time.monotonic() + 3 * self.settings.heartbeat_s + 1.0
+        while time.monotonic() < deadline:
+            waiting = [w for w in self.workers.values()
+                       if w.registered and w.alive and not w.told_shutdown]  # fmt: skip
+            if not waiting:
+                return
+            self._changed.wait(timeout=0.1)
 
-    def measured_table_path(self) -> Path:
-        return self.settings.state_dir / MEASURED_TABLE_FILE
-
-    def _result(self, wall_s: float) -> RunResult:
-        worker_types = tuple(sorted({w.gpu_type for w in self.workers.values()}))
-        records = []
-        for job in sorted(self.jobs.values(), key=lambda j: j.spec.job_id):
-            if job.completed_at is None:
-                continue
-            spec = job.spec
-            estimate = self.estimates.estimate
-            fastest = max(
-                (estimate(spec.job_type, spec.scale_factor, w) for w in worker_types), default=0.0
-            )
-            records.append(JobRecord(
-                spec.job_id, spec.arrival_time, job.completed_at - self.t0,
-                spec.total_steps / fastest if fastest > 0 else float("inf"), spec.scale_factor,
-            ))  # fmt: skip
-        counters_dict = self._counters_dict()
-        counters = RunCounters(
-            busy_gpu_seconds=counters_dict["busy_gpu_seconds"],
-            preemptions=int(counters_dict["preemptions"]),
-            lease_extensions=int(counters_dict["lease_extensions"]),
-            placements=int(counters_dict["placements"]),
-            rounds=int(counters_dict["rounds"]),
-            allocations=int(counters_dict["allocations"]),
-            solver_seconds=counters_dict["solver_seconds"],
-        )
-        gpus = sum(w.gpus for w in self.workers.values() if w.registered)
-        metrics, rhos = compute_metrics(records, gpus, counters, wall_s, self.request.config.window)
-        table = self.estimates.measured_table()
-        path = self.measured_table_path()
-        path.write_text(json.dumps(throughputs_to_dict(table), indent=2) + "\n")
-        cluster = ",".join(
-            f"{t}={sum(w.gpus for w in self.workers.values() if w.gpu_type == t and w.registered)}"
-            for t in worker_types
-        )
-        return RunResult(
-            policy=self.policy.name,
-            backend="grpc",
-            solver=self.request.solver.name,
-            trace=self.journal.get_meta("trace") or self.request.trace.source,
-            cluster=cluster,
-            preset=self.request.config.preset,
-            metrics=metrics,
-            records=tuple(records),
-            rhos=rhos,
-            unfinished_jobs=len(self.jobs) - len(records),
-            adaptation_rules="harness",
-        )
+    def _check_workers(self, now: float) -> None:
+        for slot in self.workers.values():
+            if slot.alive and now - slot.last_seen > self.settings.dead_after_s:
+                slot.alive = False
+                self.journal.set_worker_dead(slot.worker_id, now)
+                for run in list(self.runs.values()):
+                    if run.worker_id == slot.worker_id and run.ended_at is None:
+                        self._close_run(run, now, "lost")

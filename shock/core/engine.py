@@ -15,6 +15,7 @@ from typing import Any
 
 from shock.core.adaptation import BatchSizeRules
 from shock.core.dynamics import BatchSchedule, batch_schedules, whole_epochs_alone_s
+from shock.core.engine_state import EngineCounters, MeasuredKey, restore, snapshot
 from shock.core.epochs import steps_per_epoch
 from shock.core.errors import ShockError
 from shock.core.events import (
@@ -38,7 +39,7 @@ from shock.core.metrics import JobRecord, RunCounters, compute_metrics
 from shock.core.model import Cluster, JobSpec
 from shock.core.results import RunResult
 from shock.core.run import RunConfig, RunRequest
-from shock.core.throughput_estimates import ThroughputEstimates
+from shock.core.throughputs import ThroughputTable
 
 # Shockwave's simulator spares a job whose round, uncharged, would end this much early: its
 # last, short round.
@@ -47,6 +48,8 @@ _SHORT_ROUND_GRACE_S = 5.0
 _RATE_CHANGE_REALLOCATES = 0.2
 # Rounds in a row with nothing to run and nothing left to arrive before the run gives up.
 _IDLE_ROUNDS_ALLOWED = 2
+# What a measuring executor's job type runs at before any table or measurement says.
+DEFAULT_STEPS_PER_S = 1.0
 
 
 class _Hooks:
@@ -78,10 +81,8 @@ class Engine:
             sorted(request.trace.jobs, key=lambda j: (j.arrival_time, j.job_id))
         )
         self.hooks = _Hooks(request.registry.hook)
-        # Real executors measure rates: the table becomes a prior the measurements replace.
-        self.estimates: ThroughputEstimates | None = (
-            ThroughputEstimates(prior=request.table) if self.capabilities.measures_rates else None
-        )
+        # Rates a measuring executor reported; they replace the table's, which is a prior.
+        self.measured: dict[MeasuredKey, float] = {}
         self.mechanism: Mechanism | None = None
         self.stats_base = MechanismStats()  # counters of mechanisms replaced by a resize
         self.records: list[JobRecord] = []
@@ -93,14 +94,30 @@ class Engine:
         self.schedules: dict[int, BatchSchedule] = {}
         self.whole_epochs_alone: dict[int, float | None] = {}
         self.rules: BatchSizeRules | None = None
+        self._by_id = {job.job_id: job for job in self.jobs}
+        self.now = 0.0  # the engine's time as of its last decision
 
     # Set-up.
 
+    def _estimate(self, job_type: str, scale_factor: int, worker_type: str) -> float:
+        measured = self.measured.get((job_type, scale_factor, worker_type))
+        if measured is not None:
+            return measured
+        prior = self.request.table.throughput(job_type, scale_factor, worker_type)
+        return prior or DEFAULT_STEPS_PER_S
+
     def _build_mechanism(self, cluster: Cluster) -> Mechanism:
         table = self.request.table
-        if self.estimates is not None:
-            keys = sorted({(j.job_type, j.scale_factor) for j in self.jobs})
-            table = self.estimates.table(keys, cluster.worker_types)
+        if self.capabilities.measures_rates:
+            # The mechanism's own table: measurements are written into it.
+            table = ThroughputTable(source=f"measured, prior {self.request.table.source}")
+            keys = {(j.job_type, j.scale_factor) for j in self.jobs}
+            keys |= {(job_type, scale) for job_type, scale, _ in self.measured}
+            for job_type, scale in sorted(keys):
+                for worker_type in cluster.worker_types:
+                    table.set(
+                        job_type, scale, worker_type, self._estimate(job_type, scale, worker_type)
+                    )
         prices = self.config.prices
         if prices is not None and any(w not in prices for w in cluster.worker_types):
             prices = None
@@ -150,6 +167,10 @@ class Engine:
         executor = self.executor
         try:
             mechanism = self._prepare(executor.start(self.request, self.jobs))
+            if self.capabilities.durable:
+                saved = executor.load_state()
+                if saved is not None:
+                    mechanism = self._restore(mechanism, saved)
             if self.hooks.run_started:
                 self.hooks.run_started(
                     event=RunStarted(self.policy.name, self.backend_name, len(self.waiting_for))
@@ -178,6 +199,8 @@ class Engine:
                 report = executor.run_round(plan)
                 now = report.end_s
                 self._apply(report, planned)
+                self.now = now
+                self._save()
                 if hooks.round_ended:
                     hooks.round_ended(
                         event=RoundEnded(now, self.rounds, len(mechanism.active), len(self.records))
@@ -234,6 +257,8 @@ class Engine:
                 self._plan_units(assignments, ran_last_round),
                 self._batch_size_orders(mechanism),
             )
+            self.now = now
+            self._save()  # the allocation (and the policy's memory) may have changed
             if hooks.round_started:
                 hooks.round_started(
                     event=RoundStarted(
@@ -343,8 +368,7 @@ class Engine:
             self._observe_rate(mechanism, rate.job_type, rate.scale_factor, rate.worker_type,
                                rate.steps_per_s)  # fmt: skip
         for change in report.batch_size_changes:
-            self._change_batch_size(mechanism, change.job_id, change.job_type,
-                                    change.total_steps, change.steps_done)  # fmt: skip
+            self._change_batch_size(mechanism, change.job_id, change.job_type, change.total_steps)
         rules = self.rules
         active = mechanism.active
         # Summed unit by unit, in plan order, so totals are reproducible to the last digit.
@@ -414,9 +438,10 @@ class Engine:
     ) -> None:
         """A measured rate replaces the table's: the mechanism plans with it, and the policy
         re-solves when it moved a lot."""
-        if self.estimates is None or steps_per_s <= 0:
+        if not self.capabilities.measures_rates or steps_per_s <= 0:
             return
-        value = self.estimates.observe(job_type, scale_factor, worker_type, steps_per_s)
+        value = steps_per_s
+        self.measured[(job_type, scale_factor, worker_type)] = value
         if worker_type not in mechanism.worker_types:
             return
         column = mechanism.worker_types.index(worker_type)
@@ -434,17 +459,22 @@ class Engine:
         job_id: int,
         job_type: str,
         total_steps: int,
-        steps_done: float,
     ) -> None:
-        """A real job switched batch size: from now on it is that batch size's job type."""
+        """A real job switched batch size: from now on it is that batch size's job type
+        (measured rates, else the prior table's, as for any type)."""
         state = mechanism.active.get(job_id)
         if state is None:
             return
-        if self.estimates is not None:
-            for worker_type in mechanism.worker_types:
-                rate = self.estimates.estimate(job_type, state.scale_factor, worker_type)
-                mechanism.table.set(job_type, state.scale_factor, worker_type, rate)
-        mechanism.change_job_type(state, job_type, total_steps, steps_done)
+        self._ensure_rates(mechanism, job_type, state.scale_factor)
+        mechanism.change_job_type(state, job_type, total_steps, state.steps_done)
+
+    def _ensure_rates(self, mechanism: Mechanism, job_type: str, scale_factor: int) -> None:
+        """Put a job type in the mechanism's table (it may be new to it)."""
+        if not self.capabilities.measures_rates:
+            return
+        for worker_type in mechanism.worker_types:
+            rate = self._estimate(job_type, scale_factor, worker_type)
+            mechanism.table.set(job_type, scale_factor, worker_type, rate)
 
     # A changed cluster.
 
@@ -460,7 +490,7 @@ class Engine:
         base.allocations += stats.allocations
         base.solver_seconds += stats.solver_seconds
         new = self._build_mechanism(cluster)
-        if self.estimates is None:
+        if not self.capabilities.measures_rates:
             new.table = old.table
         new.last_reset_s = old.last_reset_s
         for column, worker_type in enumerate(new.worker_types):
@@ -468,6 +498,8 @@ class Engine:
                 new.worker_time[column] = old.worker_time[old.worker_types.index(worker_type)]
         for job_id in sorted(old.active):
             before = old.active[job_id]
+            # Its spec carries its current batch size's job type and step target.
+            self._ensure_rates(new, before.spec.job_type, before.scale_factor)
             after = new.admit(before.spec)
             after.steps_done = before.steps_done
             after.time_run_s = before.time_run_s
@@ -479,6 +511,57 @@ class Engine:
                     after.deficit[column] = before.deficit[previous]
         self.mechanism = new
         return new
+
+    # Durability.
+
+    def snapshot(self) -> dict[str, Any]:
+        """The engine's whole state, as one JSON document (see engine_state.py)."""
+        mechanism = self.mechanism
+        assert mechanism is not None
+        counters = self.counters()
+        stats = MechanismStats(
+            counters.preemptions,
+            counters.lease_extensions,
+            counters.placements,
+            counters.allocations,
+            counters.solver_seconds,
+        )
+        return snapshot(
+            self.now,
+            mechanism,
+            EngineCounters(self.rounds, self.busy_gpu_seconds, stats),
+            self.records,
+            self.isolated_runtime,
+            self.measured,
+            self.policy,
+        )
+
+    def _save(self) -> None:
+        if self.capabilities.durable:
+            self.executor.save_state(self.snapshot())
+
+    def _restore(self, mechanism: Mechanism, document: dict[str, Any]) -> Mechanism:
+        """Go on from a saved state: its jobs admitted with their progress and counters."""
+        for saved in document.get("jobs", ()):
+            job = self._by_id.get(int(saved["id"]))
+            if job is not None:
+                self._ensure_rates(mechanism, saved["job_type"], job.scale_factor)
+        fresh = self.request.policy.for_run(self.config.seed)
+        restored, policy = restore(document, mechanism, self._by_id, self.policy, fresh)
+        self.policy = mechanism.policy = policy
+        self.rounds = restored.counters.rounds
+        self.busy_gpu_seconds = restored.counters.busy_gpu_seconds
+        self.stats_base = restored.counters.stats
+        self.records = restored.records
+        self.isolated_runtime = restored.isolated_runtime
+        self.measured = restored.measured
+        while (
+            self.next_arrival < len(self.jobs)
+            and self.jobs[self.next_arrival].job_id in restored.admitted
+        ):
+            self.next_arrival += 1
+        self.waiting_for -= {r.job_id for r in self.records}
+        return mechanism
 
     # Results.
 

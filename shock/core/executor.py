@@ -13,7 +13,7 @@ so these are on the hot path of a 50,000-job simulation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from shock.core.model import Cluster, JobSpec
@@ -75,13 +75,12 @@ class MeasuredRate(NamedTuple):
 
 
 class BatchSizeChange(NamedTuple):
-    """A job now trains as `job_type` (another batch size) and needs `total_steps` in all,
-    of which it has done `steps_done` (its harness rescaled both)."""
+    """A job now trains as `job_type` (another batch size) and needs `total_steps` in all
+    (its harness rescaled them); its credited progress stays as the engine has it."""
 
     job_id: int
     job_type: str
     total_steps: int
-    steps_done: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +102,8 @@ class ExecutorCapabilities:
     native_adaptations: frozenset[str] = frozenset({"static"})
     # The executor measures throughputs; the engine then starts from the table as a prior.
     measures_rates: bool = False
+    # The executor keeps the engine's state across a crash (`save_state` / `load_state`).
+    durable: bool = False
 
 
 @runtime_checkable
@@ -135,4 +136,12 @@ class Executor(Protocol):
 
     def stop(self) -> None:
         """The run is over (or failed): release everything."""
+        ...
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        """Keep the engine's state (a JSON document) durably; called only when `durable`."""
+        ...
+
+    def load_state(self) -> dict[str, Any] | None:
+        """The state saved before a crash, if any; called only when `durable`."""
         ...

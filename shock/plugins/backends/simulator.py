@@ -9,6 +9,8 @@ round (Synergy's semantics, `quantised_rounds`: at the round's end, every round 
 
 from __future__ import annotations
 
+from typing import Any
+
 from shock.core.engine import run_engine
 from shock.core.executor import (
     ExecutorCapabilities,
@@ -76,6 +78,12 @@ class SimulatedExecutor:
         return None
 
     def stop(self) -> None:
+        return None
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        return None  # not durable: a simulation is simply run again
+
+    def load_state(self) -> dict[str, Any] | None:
         return None
 
 

@@ -1,0 +1,180 @@
+"""The engine's whole state as one JSON document, so any backend resumes after a crash alike.
+
+It holds what the engine decided and counted: each admitted job's credited progress, batch
+size and fairness counters, the mechanism's allocation clock, the run's counters, finished
+jobs' records, measured rates, and the policy's own memory. A durable executor stores it
+(the gRPC cluster journals it every round) and hands it back when the run resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from shock.core.mechanism import Mechanism, MechanismStats
+from shock.core.metrics import JobRecord
+from shock.core.model import JobSpec
+from shock.core.policy import Policy
+
+FORMAT_VERSION = 1
+_log = logging.getLogger(__name__)
+
+MeasuredKey = tuple[str, int, str]  # (job type, scale factor, worker type)
+
+
+@dataclass(slots=True)
+class EngineCounters:
+    rounds: int
+    busy_gpu_seconds: float
+    stats: MechanismStats
+
+
+def snapshot(
+    now: float,
+    mechanism: Mechanism,
+    counters: EngineCounters,
+    records: list[JobRecord],
+    isolated_runtime: dict[int, float],
+    measured: dict[MeasuredKey, float],
+    policy: Policy,
+) -> dict[str, Any]:
+    types = mechanism.worker_types
+    jobs = []
+    for job_id in sorted(mechanism.active):
+        state = mechanism.active[job_id]
+        jobs.append(
+            {
+                "id": job_id,
+                "job_type": state.spec.job_type,
+                "total_steps": state.total_steps,
+                "steps_done": state.steps_done,
+                "time_run_s": state.time_run_s,
+                "isolated_runtime_s": isolated_runtime.get(job_id),
+                # Per worker type: time received since the last reset, time owed, share.
+                "counters": {
+                    worker_type: [
+                        state.time_so_far[column],
+                        state.deficit[column],
+                        None if state.allocation is None else state.allocation[column],
+                    ]
+                    for column, worker_type in enumerate(types)
+                },
+            }
+        )
+    stats = counters.stats
+    return {
+        "version": FORMAT_VERSION,
+        "time_s": now,
+        "rounds": counters.rounds,
+        "busy_gpu_seconds": counters.busy_gpu_seconds,
+        "stats": {
+            "preemptions": stats.preemptions,
+            "lease_extensions": stats.lease_extensions,
+            "lease_opportunities": stats.lease_opportunities,
+            "allocations": stats.allocations,
+            "solver_seconds": stats.solver_seconds,
+        },
+        "clock": {
+            "last_reset_s": mechanism.last_reset_s,
+            "worker_time": dict(zip(types, mechanism.worker_time, strict=True)),
+        },
+        "jobs": jobs,
+        "records": [
+            [r.job_id, r.arrival_s, r.completion_s, r.isolated_runtime_s, r.scale_factor]
+            for r in records
+        ],
+        "measured": [[*key, value] for key, value in sorted(measured.items())],
+        "policy": {"name": policy.name, "state": policy.snapshot()},
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class RestoredRun:
+    counters: EngineCounters
+    records: list[JobRecord]
+    isolated_runtime: dict[int, float]
+    measured: dict[MeasuredKey, float]
+    admitted: frozenset[int]  # every job admitted before, finished or not
+
+
+def restore(
+    document: dict[str, Any],
+    mechanism: Mechanism,
+    jobs_by_id: dict[int, JobSpec],
+    policy: Policy,
+    fresh_policy: Policy,
+) -> tuple[RestoredRun, Policy]:
+    """Put the saved state into a new mechanism (of the cluster as it is now); returns the
+    run's counters and records, and the policy to go on with: the restored one, or a fresh
+    one when the saved memory belongs to another policy or does not fit."""
+    if document.get("version") != FORMAT_VERSION:
+        version = document.get("version")
+        raise ValueError(f"engine state version {version!r}, expected {FORMAT_VERSION}")
+    measured = {
+        (str(job_type), int(scale), str(worker_type)): float(value)
+        for job_type, scale, worker_type, value in document["measured"]
+    }
+    for (job_type, scale, worker_type), value in measured.items():
+        if worker_type in mechanism.worker_types:
+            mechanism.table.set(job_type, scale, worker_type, value)
+    clock = document["clock"]
+    mechanism.last_reset_s = float(clock["last_reset_s"])
+    for column, worker_type in enumerate(mechanism.worker_types):
+        mechanism.worker_time[column] = float(clock["worker_time"].get(worker_type, 0.0))
+    isolated: dict[int, float] = {}
+    for saved in document["jobs"]:
+        spec = jobs_by_id[int(saved["id"])]
+        state = mechanism.admit(spec)
+        if saved["job_type"] != spec.job_type:
+            mechanism.change_job_type(
+                state, saved["job_type"], int(saved["total_steps"]), float(saved["steps_done"])
+            )
+        state.steps_done = float(saved["steps_done"])
+        state.time_run_s = float(saved["time_run_s"])
+        if saved["isolated_runtime_s"] is not None:
+            isolated[spec.job_id] = float(saved["isolated_runtime_s"])
+        for worker_type, (time_so_far, deficit, share) in saved["counters"].items():
+            if worker_type not in mechanism.worker_types:
+                continue  # that type has no workers now
+            column = mechanism.worker_types.index(worker_type)
+            state.time_so_far[column] = float(time_so_far)
+            state.deficit[column] = float(deficit)
+            if share is not None:
+                if state.allocation is None:
+                    state.allocation = [0.0] * len(mechanism.worker_types)
+                state.allocation[column] = float(share)
+    records = [
+        JobRecord(int(job_id), float(arrival), float(done), float(alone), int(scale))
+        for job_id, arrival, done, alone, scale in document["records"]
+    ]
+    stats = MechanismStats(**document["stats"])
+    counters = EngineCounters(int(document["rounds"]), float(document["busy_gpu_seconds"]), stats)
+    admitted = frozenset(isolated) | {int(s["id"]) for s in document["jobs"]}
+    admitted |= {r.job_id for r in records}
+    return (
+        RestoredRun(counters, records, isolated, measured, frozenset(admitted)),
+        _restored_policy(document.get("policy"), policy, fresh_policy),
+    )
+
+
+def _restored_policy(saved: Any, policy: Policy, fresh_policy: Policy) -> Policy:
+    """The policy with its memory back; a memory of another policy, or one that does not
+    fit (an edited or foreign journal), is set aside: the policy then starts afresh."""
+    if not saved or saved.get("state") is None:
+        return policy
+    if saved.get("name") != policy.name:
+        _log.warning(
+            "the saved state belongs to policy %r, not %r: %r starts afresh",
+            saved.get("name"), policy.name, policy.name,
+        )  # fmt: skip
+        return policy
+    try:
+        policy.restore(saved["state"])
+    except Exception as error:  # never fatal: a fresh policy is always a valid choice
+        _log.warning(
+            "saved state of policy %r does not fit (%s: %s): it starts afresh",
+            policy.name, type(error).__name__, error,
+        )  # fmt: skip
+        return fresh_policy
+    return policy

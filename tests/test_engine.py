@@ -1,0 +1,262 @@
+"""The engine: every backend's one loop. Its state snapshots and restores as one; what an
+executor reports (measured rates, batch-size switches, late progress) reaches the mechanism;
+every observer event fires."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster_procs import write_trace
+
+from shock.core.engine import Engine
+from shock.core.engine_state import restore
+from shock.core.events import JobArrived, RoundStarted
+from shock.core.executor import (
+    BatchSizeChange,
+    ExecutorCapabilities,
+    MeasuredRate,
+    RoundPlan,
+    RoundReport,
+    StrayProgress,
+)
+from shock.core.hookspecs import hookimpl
+from shock.core.model import Cluster, JobSpec
+from shock.core.plugins import default_registry
+from shock.core.run import RunRequest
+from shock.core.runner import RunOptions, build_request
+from shock.plugins.backends.simulator import SimulatedExecutor
+
+TRACE = str(Path(__file__).parent.parent / "shock" / "data" / "traces" / "medium_test.trace")
+
+
+class Crash(Exception):
+    pass
+
+
+class DurableSimulation(SimulatedExecutor):
+    """The simulator, made durable: it keeps every saved state, can crash after a number of
+    rounds, and can resume from a saved state (its clock at the state's time)."""
+
+    capabilities = ExecutorCapabilities(simulates_jobs=True, durable=True)
+
+    def __init__(self, crash_after: int | None = None, resume: dict[str, Any] | None = None):
+        super().__init__()
+        self.saved: list[dict[str, Any]] = []
+        self.crash_after = crash_after
+        self.resume = resume
+        self.rounds_run = 0
+
+    def start(self, request: RunRequest, jobs: tuple[JobSpec, ...]) -> Cluster:
+        cluster = super().start(request, jobs)
+        if self.resume is not None:
+            self.now = float(self.resume["time_s"])
+        return cluster
+
+    def run_round(self, plan: RoundPlan) -> RoundReport:
+        if self.crash_after is not None and self.rounds_run == self.crash_after:
+            raise Crash
+        self.rounds_run += 1
+        return super().run_round(plan)
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        self.saved.append(json.loads(json.dumps(state)))  # as a journal would keep it
+
+    def load_state(self) -> dict[str, Any] | None:
+        return self.resume
+
+
+def _request(policy: str = "max_min_fairness_perf", **options: Any) -> RunRequest:
+    return build_request(
+        RunOptions(policy=policy, trace=TRACE, cluster="v100=2,p100=2,k80=2", **options)
+    )
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "finish_time_fairness_perf", "fifo"])
+def test_a_run_resumed_from_its_saved_state_goes_on_where_it_stopped(policy: str) -> None:
+    whole = Engine(_request(policy), DurableSimulation(), "simulator").run()
+    crashed = DurableSimulation(crash_after=40)
+    with pytest.raises(Crash):
+        Engine(_request(policy), crashed, "simulator").run()
+    state = crashed.saved[-1]
+    assert state["rounds"] == 41  # saved as round 41 was planned, before it ran
+    resumed_executor = DurableSimulation(resume=state)
+    resumed_engine = Engine(_request(policy), resumed_executor, "simulator")
+    resumed = resumed_engine.run()
+    # Every job completes once; those finished before the crash keep their records.
+    assert sorted(r.job_id for r in resumed.records) == sorted(r.job_id for r in whole.records)
+    before = {r[0]: r for r in state["records"]}
+    for record in resumed.records:
+        if record.job_id in before:
+            assert before[record.job_id][2] == record.completion_s
+    assert resumed.metrics.rounds > state["rounds"]
+    assert resumed_executor.saved[0]["rounds"] >= state["rounds"]
+
+
+@pytest.mark.parametrize("policy", ["finish_time_fairness_perf", "shockwave", "fifo"])
+def test_a_snapshot_restores_to_the_same_snapshot(policy: str) -> None:
+    """Counters, clock, progress, records and the policy's memory all come back."""
+    executor = DurableSimulation(crash_after=30)
+    with pytest.raises(Crash):
+        Engine(_request(policy), executor, "simulator").run()
+    state = executor.saved[-1]
+    assert state["jobs"] and state["policy"]["name"] == policy
+    engine = Engine(_request(policy), DurableSimulation(), "simulator")
+    mechanism = engine._prepare(engine.request.cluster)
+    engine._restore(mechanism, state)
+    engine.now = state["time_s"]
+    again = json.loads(json.dumps(engine.snapshot()))
+    assert again == state
+
+
+def test_another_policys_or_a_broken_memory_is_set_aside(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    executor = DurableSimulation(crash_after=20)
+    with pytest.raises(Crash):
+        Engine(_request("finish_time_fairness_perf"), executor, "simulator").run()
+    state = executor.saved[-1]
+    engine = Engine(_request("fifo"), DurableSimulation(), "simulator")
+    mechanism = engine._prepare(engine.request.cluster)
+    fresh_fifo = engine.policy.for_run(0)
+    _, policy = restore(state, mechanism, engine._by_id, engine.policy, fresh_fifo)
+    assert policy is engine.policy and "starts afresh" in caplog.text
+    broken = {**state, "policy": {"name": "fifo", "state": {"placed": 3}}}
+    engine = Engine(_request("fifo"), DurableSimulation(), "simulator")
+    mechanism = engine._prepare(engine.request.cluster)
+    fresh = engine.policy.for_run(0)
+    _, policy = restore(broken, mechanism, engine._by_id, engine.policy, fresh)
+    assert policy is fresh
+    # The run goes on with it, to the end.
+    resumed = Engine(_request("fifo"), DurableSimulation(resume=broken), "simulator").run()
+    assert resumed.unfinished_jobs == 0
+
+
+class Scripted(SimulatedExecutor):
+    """A measuring executor whose first report carries extra news."""
+
+    capabilities = ExecutorCapabilities(simulates_jobs=False, measures_rates=True)
+
+    def __init__(self, news: RoundReport) -> None:
+        super().__init__()
+        self.news: RoundReport | None = news
+        self.engine: Engine | None = None
+        self.seen: list[tuple[list[float], str, int]] = []
+
+    def run_round(self, plan: RoundPlan) -> RoundReport:
+        report = super().run_round(plan)
+        if self.news is None:
+            return report
+        news, self.news = self.news, None
+        return replace(
+            report,
+            rates=news.rates,
+            batch_size_changes=news.batch_size_changes,
+            stray=news.stray,
+        )
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        return None
+
+
+def _one_job_request(job_type: str, steps: int, tmp_path: Path) -> RunRequest:
+    trace = write_trace(tmp_path / "one.trace", [(job_type, steps)])
+    return build_request(RunOptions(policy="fifo", trace=str(trace), cluster="v100=1"))
+
+
+def test_measured_rates_and_batch_size_switches_reach_the_mechanism(tmp_path: Path) -> None:
+    resnet_32, resnet_64 = "ResNet-18 (batch size 32)", "ResNet-18 (batch size 64)"
+    request = _one_job_request(resnet_32, 100_000, tmp_path)
+    news = RoundReport(
+        0.0,
+        (),
+        rates=(MeasuredRate(resnet_32, 1, "v100", 40.0), MeasuredRate(resnet_64, 1, "v100", 22.0)),
+        batch_size_changes=(BatchSizeChange(0, resnet_64, 40_000),),
+    )
+    seen: list[tuple[str, int, list[float]]] = []
+
+    class Watch:
+        @hookimpl
+        def round_started(self, event: RoundStarted) -> None:
+            state = engine.mechanism.active.get(0) if engine.mechanism else None
+            if state is not None:
+                seen.append((state.spec.job_type, state.total_steps, list(state.rates)))
+
+    watch = Watch()
+    request.registry.manager.register(watch)  # before the engine, which looks hooks up once
+    try:
+        engine = Engine(request, Scripted(news), "scripted")
+        engine.run()
+    finally:
+        request.registry.manager.unregister(watch)
+    prior_32 = request.table.throughput(resnet_32, 1, "v100")
+    assert seen[0] == (resnet_32, 100_000, [prior_32])
+    # After the first round: the job trains at batch size 64, at its measured rate.
+    assert seen[1] == (resnet_64, 40_000, [22.0])
+
+
+def test_late_progress_of_a_job_outside_the_round_is_credited(tmp_path: Path) -> None:
+    request = _one_job_request("ResNet-18 (batch size 32)", 10**7, tmp_path)
+    # Round 1 runs job 0 for a round; its report also says job 0 made all its steps
+    # elsewhere (a run lost with its worker finished after all): it completes then.
+    executor = Scripted(RoundReport(0.0, (), stray=(StrayProgress(0, 10**7, 5.0),)))
+    result = Engine(request, executor, "scripted").run()
+    assert result.metrics.rounds == 1 and result.unfinished_jobs == 0
+
+
+class EventLog:
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+
+    def _add(self, event: object) -> None:
+        self.kinds.append(type(event).__name__)
+
+    @hookimpl
+    def run_started(self, event: object) -> None:
+        self._add(event)
+
+    @hookimpl
+    def job_arrived(self, event: JobArrived) -> None:
+        self._add(event)
+
+    @hookimpl
+    def allocation_computed(self, event: object) -> None:
+        self._add(event)
+
+    @hookimpl
+    def round_started(self, event: object) -> None:
+        self._add(event)
+
+    @hookimpl
+    def round_ended(self, event: object) -> None:
+        self._add(event)
+
+    @hookimpl
+    def job_finished(self, event: object) -> None:
+        self._add(event)
+
+    @hookimpl
+    def run_finished(self, event: object) -> None:
+        self._add(event)
+
+
+def test_every_observer_event_fires() -> None:
+    registry = default_registry()
+    log = EventLog()
+    registry.manager.register(log)
+    try:
+        request = build_request(
+            RunOptions(trace=TRACE, cluster="v100=2,p100=2,k80=2"), registry=registry
+        )
+        result = Engine(request, SimulatedExecutor(), "simulator").run()
+    finally:
+        registry.manager.unregister(log)
+    jobs = len(request.trace.jobs)
+    assert log.kinds[0] == "RunStarted" and log.kinds[-1] == "RunFinished"
+    assert log.kinds.count("JobArrived") == jobs == log.kinds.count("JobFinished")
+    assert log.kinds.count("RoundStarted") == result.metrics.rounds
+    assert log.kinds.count("RoundEnded") == result.metrics.rounds
+    assert log.kinds.count("AllocationComputed") == result.metrics.allocations
