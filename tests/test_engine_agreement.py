@@ -1,0 +1,115 @@
+"""The same trace through the simulator and through the gRPC cluster plans the same rounds
+and fires the same observer events: one engine decides on both, only the executor differs.
+
+The cluster runs the stand-in job (tests/fake_job.py), which makes a fixed number of steps
+per second, and the run's throughput table says exactly that rate, so both backends plan with
+the same numbers. Rounds before the first completion depend on nothing a wall clock can move
+(the jobs that ran are owed a round less than those that did not), so they must agree.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from cluster_procs import write_trace
+from fake_job import step_seconds
+
+from shock.core.events import RoundStarted
+from shock.core.hookspecs import hookimpl
+from shock.core.plugins import default_registry
+from shock.core.run import ClusterRuntime
+from shock.core.runner import RunOptions, run
+
+pytest.importorskip("grpc")
+
+JOB_TYPE = "ResNet-18 (batch size 32)"
+FAKE_JOB = Path(__file__).parent / "fake_job.py"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.rounds: list[tuple[tuple[tuple[int, ...], str, tuple[int, ...]], ...]] = []
+        self.kinds: list[str] = []
+
+    def _add(self, event: object) -> None:
+        self.kinds.append(type(event).__name__)
+
+    @hookimpl
+    def round_started(self, event: RoundStarted) -> None:
+        self.rounds.append(tuple(sorted(event.assignments)))
+        self._add(event)
+
+    @hookimpl
+    def run_started(self, event: object) -> None:
+        self._add(event)
+
+    @hookimpl
+    def job_arrived(self, event: object) -> None:
+        self._add(event)
+
+    @hookimpl
+    def allocation_computed(self, event: object) -> None:
+        self._add(event)
+
+    @hookimpl
+    def round_ended(self, event: object) -> None:
+        self._add(event)
+
+    @hookimpl
+    def job_finished(self, event: object) -> None:
+        self._add(event)
+
+    @hookimpl
+    def run_finished(self, event: object) -> None:
+        self._add(event)
+
+
+def _recorded(options: RunOptions) -> tuple[Recorder, object]:
+    registry = default_registry()
+    recorder = Recorder()
+    registry.manager.register(recorder)
+    try:
+        result = run(options, registry)
+    finally:
+        registry.manager.unregister(recorder)
+    return recorder, result
+
+
+def test_the_simulator_and_the_grpc_cluster_plan_the_same_rounds(tmp_path: Path) -> None:
+    # Four jobs on two GPUs: LAS runs two of them each round, taking turns.
+    trace = write_trace(tmp_path / "four.trace", [(JOB_TYPE, 60)] * 4)
+    rate = 1.0 / step_seconds(JOB_TYPE)
+    table = tmp_path / "throughputs.json"
+    table.write_text(json.dumps({"v100": {f"('{JOB_TYPE}', 1)": {"null": rate}}}))
+    options = RunOptions(
+        policy="max_min_fairness",
+        trace=str(trace),
+        cluster="v100=2",
+        throughputs=str(table),
+        round_length_s=1.0,
+        cluster_runtime=ClusterRuntime(
+            job_command=(sys.executable, str(FAKE_JOB)),
+            state_dir=str(tmp_path / "state"),
+            heartbeat_s=0.2,
+        ),
+    )
+    simulated, simulated_result = _recorded(options)
+    real, real_result = _recorded(replace(options, backend="grpc"))
+
+    # Each job runs 1.0 * rate = 20 steps a round in the simulator: none of the 60-step jobs
+    # completes in the first three rounds, on either backend (real jobs lose start-up time).
+    assert simulated.rounds[:3] == real.rounds[:3]
+    assert [ids for ids, _, _ in simulated.rounds[0]] == [(0,), (1,)]
+    assert [ids for ids, _, _ in simulated.rounds[1]] == [(2,), (3,)]
+    for recorder in (simulated, real):
+        assert recorder.kinds[0] == "RunStarted" and recorder.kinds[-1] == "RunFinished"
+        assert recorder.kinds.count("JobArrived") == 4 == recorder.kinds.count("JobFinished")
+        assert recorder.kinds.count("RoundStarted") == recorder.kinds.count("RoundEnded")
+        assert "AllocationComputed" in recorder.kinds
+    for result in (simulated_result, real_result):
+        assert result.unfinished_jobs == 0  # type: ignore[attr-defined]
+        assert result.metrics.jobs == 4  # type: ignore[attr-defined]
