@@ -3,7 +3,7 @@
 Everything the scheduler must not forget across a crash is written here before it acts on
 it: jobs and their progress, checkpoints, runs (a job's stay on a worker) with their leases,
 rounds with their allocations, workers, the last event sequence applied per worker, measured
-throughputs, the run's counters and the mechanism's fairness counters per job. A completion
+throughputs, and the engine's whole state (meta `engine_state`). A completion
 is recorded at most once (`record_completion` only updates a job that has none), and a job
 with a completion is never launched again.
 """
@@ -75,15 +75,6 @@ CREATE TABLE IF NOT EXISTS throughputs (
     samples INTEGER NOT NULL,
     PRIMARY KEY (job_type, scale_factor, worker_type)
 );
--- The mechanism's fairness counters per job and worker type, as of the last round.
-CREATE TABLE IF NOT EXISTS fairness (
-    job_id INTEGER NOT NULL,
-    worker_type TEXT NOT NULL,
-    time_so_far REAL NOT NULL,
-    deficit REAL NOT NULL,
-    allocation REAL,
-    PRIMARY KEY (job_id, worker_type)
-);
 """
 
 
@@ -121,18 +112,6 @@ class WorkerRow:
     gpus: int
     acked_seq: int
     dead_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class FairnessRow:
-    """A job's time counters on one worker type (`JobState.time_so_far`, `.deficit`, its
-    share of the current allocation or None)."""
-
-    job_id: int
-    worker_type: str
-    time_so_far: float
-    deficit: float
-    allocation: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,18 +330,3 @@ class Journal:
     def throughputs(self) -> list[ThroughputRow]:
         rows = self._db.execute("SELECT * FROM throughputs").fetchall()
         return [ThroughputRow(*row) for row in rows]
-
-    # Fairness counters.
-
-    def set_fairness(self, rows: list[FairnessRow]) -> None:
-        """Replace every job's counters with `rows` (the active jobs, as of now)."""
-        with self.transaction() as db:
-            db.execute("DELETE FROM fairness")
-            db.executemany(
-                "INSERT INTO fairness VALUES (?, ?, ?, ?, ?)",
-                [(r.job_id, r.worker_type, r.time_so_far, r.deficit, r.allocation) for r in rows],
-            )
-
-    def fairness(self) -> list[FairnessRow]:
-        rows = self._db.execute("SELECT * FROM fairness ORDER BY job_id, worker_type").fetchall()
-        return [FairnessRow(*row) for row in rows]
