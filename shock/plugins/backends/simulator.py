@@ -23,6 +23,9 @@ from shock.core.model import Cluster, JobSpec
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
 
+# Builds a named tuple without its Python-level __new__ (one per unit per round).
+_new_tuple = tuple.__new__
+
 
 class SimulatedExecutor:
     """Progress computed analytically: steps = rate x (round length - overhead), whole steps,
@@ -55,7 +58,7 @@ class SimulatedExecutor:
                 left = unit.steps_left[0]
                 count = min(max(int(rate * (round_length - lost)), 1), left)
                 finish = plan.end_s if quantised else start + lost + count / rate
-                units.append(UnitProgress((count,), (finish,), finish - start))
+                units.append(_new_tuple(UnitProgress, ((count,), (finish,), finish - start)))
                 if finish > end:
                     end = finish
                 continue
