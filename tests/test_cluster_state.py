@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from cluster_procs import write_trace
@@ -15,6 +16,7 @@ from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
 from shock.core.executor import (
     BatchSizeChange,
+    BatchSizeOrder,
     MeasuredRate,
     PlannedUnit,
     RoundPlan,
@@ -160,6 +162,21 @@ def test_the_engine_state_and_credited_progress_survive_a_restart(tmp_path: Path
     third = _scheduler(tmp_path, jobs)
     assert third.load_state() is None
     third.journal.close()
+
+
+def test_the_engines_batch_size_orders_reach_running_jobs(tmp_path: Path) -> None:
+    scheduler = _scheduler(tmp_path, [(RESNET_32, 1000)])
+    worker = DrivenWorker(scheduler)
+    scheduler.start(scheduler.request, scheduler.request.trace.jobs)
+    _start_round(scheduler, _plan(0))
+    (launch,) = worker.launched()
+    worker.report(launch.run_id, 0, started=pb.Started(step=0, batch_size=32))
+    _report(scheduler)
+    _start_round(scheduler, replace(_plan(0), batch_size_orders=(BatchSizeOrder(0, 64),)))
+    slot = scheduler.workers[worker.worker_id]
+    orders = [c.batch_size for c in slot.commands if c.WhichOneof("command") == "batch_size"]
+    assert [(o.run_id, o.batch_size) for o in orders] == [(launch.run_id, 64)]
+    scheduler.journal.close()
 
 
 def test_a_job_type_named_without_a_batch_size_keeps_its_type(tmp_path: Path) -> None:

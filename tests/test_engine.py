@@ -260,3 +260,49 @@ def test_every_observer_event_fires() -> None:
     assert log.kinds.count("RoundStarted") == result.metrics.rounds
     assert log.kinds.count("RoundEnded") == result.metrics.rounds
     assert log.kinds.count("AllocationComputed") == result.metrics.allocations
+
+
+class OrderRecorder(SimulatedExecutor):
+    """Real jobs that carry out only the adaptation modes named; the orders it gets."""
+
+    def __init__(self, native: frozenset[str]) -> None:
+        super().__init__()
+        self.capabilities = ExecutorCapabilities(simulates_jobs=False, native_adaptations=native)
+        self.orders: list[tuple[int, int]] = []
+
+    def run_round(self, plan: RoundPlan) -> RoundReport:
+        self.orders.extend((o.job_id, o.batch_size) for o in plan.batch_size_orders)
+        return super().run_round(plan)
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        return None
+
+
+def _dynamic_request(tmp_path: Path) -> RunRequest:
+    """Five of Shockwave's dynamic jobs (accordion and gns)."""
+    source = Path(TRACE).parent / "shockwave_220_multigpu_dynamic.trace"
+    lines = [line for line in source.read_text().splitlines() if "\t1\t" in line][:5]
+    trace = tmp_path / "dynamic.trace"
+    trace.write_text("\n".join(lines) + "\n")
+    return build_request(RunOptions(policy="fifo", trace=str(trace), cluster="v100=8"))
+
+
+def test_the_engine_orders_batch_sizes_its_executors_jobs_do_not_adapt_themselves(
+    tmp_path: Path,
+) -> None:
+    request = _dynamic_request(tmp_path)
+    modes = {job.job_id: job.mode for job in request.trace.jobs}
+    assert {"accordion", "gns"} <= set(modes.values())
+    static_only = OrderRecorder(frozenset({"static"}))
+    Engine(request, static_only, "orders").run()
+    ordered = {job_id for job_id, _ in static_only.orders}
+    assert ordered and {modes[job_id] for job_id in ordered} <= {"accordion", "gns"}
+    # Each order is what the job's schedule says for an epoch, and not its own batch size.
+    schedules = Engine(request, OrderRecorder(frozenset()), "orders")
+    schedules._prepare(request.cluster)
+    for job_id, size in static_only.orders:
+        assert size in schedules.schedules[job_id].batch_sizes
+    # Jobs that adapt by themselves get no orders.
+    native = OrderRecorder(frozenset({"static", "accordion", "gns"}))
+    Engine(_dynamic_request(tmp_path), native, "orders").run()
+    assert native.orders == []
