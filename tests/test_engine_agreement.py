@@ -91,6 +91,7 @@ def test_the_simulator_and_the_grpc_cluster_plan_the_same_rounds(tmp_path: Path)
         cluster="v100=2",
         throughputs=str(table),
         round_length_s=1.0,
+        window=(0, 2),  # measure jobs 0 and 1, and stop once they finish
         cluster_runtime=ClusterRuntime(
             job_command=(sys.executable, str(FAKE_JOB)),
             state_dir=str(tmp_path / "state"),
@@ -107,9 +108,14 @@ def test_the_simulator_and_the_grpc_cluster_plan_the_same_rounds(tmp_path: Path)
     assert [ids for ids, _, _ in simulated.rounds[1]] == [(2,), (3,)]
     for recorder in (simulated, real):
         assert recorder.kinds[0] == "RunStarted" and recorder.kinds[-1] == "RunFinished"
-        assert recorder.kinds.count("JobArrived") == 4 == recorder.kinds.count("JobFinished")
+        assert recorder.kinds.count("JobArrived") == 4
         assert recorder.kinds.count("RoundStarted") == recorder.kinds.count("RoundEnded")
         assert "AllocationComputed" in recorder.kinds
+    # The window's jobs are measured, and the run stops once they finished, on both
+    # backends. In the simulator jobs 2 and 3 (a round behind) are then unfinished; real jobs
+    # lose start-up time at every launch, so there one of them may just have made it.
+    assert sorted(r.job_id for r in simulated_result.records) == [0, 1]  # type: ignore[attr-defined]
     for result in (simulated_result, real_result):
-        assert result.unfinished_jobs == 0  # type: ignore[attr-defined]
-        assert result.metrics.jobs == 4  # type: ignore[attr-defined]
+        finished = {r.job_id for r in result.records}  # type: ignore[attr-defined]
+        assert {0, 1} <= finished and len(finished) < 4
+        assert result.metrics.jobs == 2  # type: ignore[attr-defined]
