@@ -7,8 +7,8 @@ fewest running jobs of this agent hold, so concurrent jobs get distinct CPUs whi
 enough. A grant of `memory_gb` becomes an RLIMIT_DATA of the grant plus a headroom for the
 runtime (Linux). RLIMIT_DATA, not RLIMIT_AS: it counts the private writable memory a job
 allocates (heap, tensors, thread stacks), not the address space that shared libraries and
-reservations take (a CUDA context reserves address space in the size of the GPU's and host's
-memory, so an address-space limit would refuse CUDA, not bound memory).
+reservations take (a CUDA process reserves tens of GiB of address space for unified
+addressing, so an address-space limit would refuse CUDA, not bound memory).
 
 A cold process gets its bounds between fork and exec (everything it runs inherits them); a
 warm one, already running, gets them from the agent before its launch line (`prlimit` and
@@ -31,9 +31,10 @@ from pathlib import Path
 _log = logging.getLogger(__name__)
 
 GIB = 2**30
-# Memory for the runtime on top of a job's grant: an idle CPU job (Python, torch, the model's
-# first steps) holds about 0.33 GiB of private writable memory; CUDA's host-side state takes
-# more. Grants are meant for the job's data (Synergy's DRAM share), not its interpreter.
+# Memory for the runtime on top of a job's grant: a training CPU job of the bundled workloads
+# (Python, torch, model, optimiser) holds 0.30-0.41 GiB of private writable memory; CUDA's
+# host-side state takes more. Grants are meant for the job's data (Synergy's DRAM share), not
+# its interpreter.
 DEFAULT_MEMORY_HEADROOM_GB = 2.0
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
