@@ -122,6 +122,7 @@ def main() -> int:
     parser.add_argument("--lease-steps", type=int)
     parser.add_argument("--lease-s", type=float)
     parser.add_argument("--checkpoint-every-s", type=float, default=10.0)
+    parser.add_argument("--num-threads", type=int, default=1)  # a CPU grant; nothing to bound here
     parser.add_argument("--seconds-per-step", type=float)
     parser.add_argument("--startup-s", type=float, default=0.0, help="mimic imports, model setup")
     args = parser.parse_args()

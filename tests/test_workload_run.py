@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import resource
 import signal
 import subprocess
 import sys
@@ -104,12 +105,21 @@ def test_contract_round_trip(tmp_path):
     # training; the renewal (20 more steps) arrives well before the lease runs out.
     renewal = {"lease_request": {"type": "lease", "steps": 20}}
     run = JobProcess(checkpoints, "--lease-steps", "100", replies=renewal)
-    assert run.expect("started") == {
+    started = run.expect("started")
+    limits = started.pop("limits")
+    assert started == {
         "type": "started",
         "job_id": 7,
         "step": 0,
         "batch_size": 80,
         "resumed_from_step": 0,
+    }
+    # What the process runs under, as it reads them (inherited from this one here).
+    data_limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    assert limits == {
+        "threads": 1,
+        "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [],
+        "memory_limit_bytes": None if data_limit == resource.RLIM_INFINITY else data_limit,
     }
     progress = run.expect("progress")
     assert progress["batch_size"] == 80 and progress["steps_per_s"] > 0

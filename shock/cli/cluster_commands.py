@@ -213,6 +213,11 @@ def worker_command(
         typer.Option(help="Keep a job process per GPU with torch imported, ready for the next "
                           "launch (default job command only)."),
     ] = True,
+    memory_headroom: Annotated[
+        float,
+        typer.Option(help="A job with a memory grant may allocate the grant plus this much (GB) "
+                          "for its runtime (docs/cluster.md)."),
+    ] = 2.0,
 ) -> None:
     """Run a worker agent: register with the scheduler and run the jobs it sends."""
     _require_cluster_extra()
@@ -223,12 +228,14 @@ def worker_command(
                          field="--token")  # fmt: skip
     if gpus < 1:
         raise InputError(f"must be >= 1, got {gpus}", field="--gpus")
+    if not memory_headroom >= 0:
+        raise InputError(f"must be >= 0, got {memory_headroom}", field="--memory-headroom")
     settings = WorkerSettings(
         scheduler=scheduler, token=token, gpus=gpus, gpu_type=gpu_type, simulated=simulated,
         job_command=parse_job_command(job_command), log_dir=log_dir,
         tls=_tls(tls_cert, tls_key, tls_ca), heartbeat_s=heartbeat,
         scheduler_timeout_s=scheduler_timeout, checkpoint_every_s=checkpoint_every,
-        warm_processes=warm,
+        warm_processes=warm, memory_headroom_gb=memory_headroom,
     )  # fmt: skip
     agent = WorkerAgent(settings)
     signal.signal(signal.SIGTERM, lambda signum, frame: agent.stop())

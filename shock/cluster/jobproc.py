@@ -21,6 +21,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from shock.cluster.bounds import (
+    UNBOUNDED,
+    JobBounds,
+    apply_to_running,
+    child_setup,
+    thread_environment,
+    threads_for,
+)
 from shock.cluster.proto import shock_cluster_pb2 as pb
 
 _PR_SET_PDEATHSIG = 1
@@ -51,6 +59,8 @@ def job_arguments(launch: pb.Launch, device: str, checkpoint_every_s: float | No
         args += ["--lease-s", f"{launch.lease_s:.3f}"]
     if checkpoint_every_s is not None:
         args += ["--checkpoint-every-s", str(checkpoint_every_s)]
+    if launch.cpus > 0:
+        args += ["--num-threads", str(threads_for(launch.cpus))]
     return args
 
 
@@ -75,13 +85,15 @@ def event_from_message(message: dict[str, Any]) -> pb.JobEvent | None:
         return value if isinstance(value, int | float) and not isinstance(value, bool) else default
 
     if kind == "started":
-        return pb.JobEvent(
-            started=pb.Started(
-                step=int(num("step")),
-                batch_size=int(num("batch_size")),
-                resumed_from_step=int(num("resumed_from_step")),
-            )
+        started = pb.Started(
+            step=int(num("step")),
+            batch_size=int(num("batch_size")),
+            resumed_from_step=int(num("resumed_from_step")),
         )
+        limits = job_limits(message.get("limits"))
+        if limits is not None:
+            started.limits.CopyFrom(limits)
+        return pb.JobEvent(started=started)
     if kind == "progress":
         return pb.JobEvent(
             progress=pb.Progress(
@@ -117,6 +129,22 @@ def event_from_message(message: dict[str, Any]) -> pb.JobEvent | None:
     return None
 
 
+def job_limits(raw: object) -> pb.JobLimits | None:
+    """The `limits` a job reported in its "started" line; None when absent or malformed."""
+    if not isinstance(raw, dict):
+        return None
+    threads, cpus, memory = raw.get("threads"), raw.get("cpus"), raw.get("memory_limit_bytes")
+    if not _is_int(threads) or not isinstance(cpus, list) or not all(map(_is_int, cpus)):
+        return None
+    return pb.JobLimits(
+        threads=threads, cpus=cpus, memory_limit_bytes=memory if _is_int(memory) else 0
+    )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class JobProcess:
     """A running job: its process, a reader thread for its stdout and its stdin."""
 
@@ -131,9 +159,12 @@ class JobProcess:
         checkpoint_every_s: float | None = None,
         env: dict[str, str] | None = None,
         warm: subprocess.Popen[bytes] | None = None,
+        bounds: JobBounds = UNBOUNDED,
     ) -> None:
-        """`warm`: a started `shock.workloads.warm` process to launch instead of `command`."""
+        """`warm`: a started `shock.workloads.warm` process to launch instead of `command`.
+        `bounds`: its CPU and memory bounds (`shock/cluster/bounds.py`)."""
         self.launch = launch
+        self.bounds = bounds
         self.run_id = launch.run_id
         self.job_id = launch.job_id
         self.step = 0
@@ -146,6 +177,7 @@ class JobProcess:
         arguments = job_arguments(launch, device, checkpoint_every_s)
         if warm is not None:
             self.process = warm
+            apply_to_running(warm.pid, bounds)  # before the launch line: it is still idle
             self.send({"argv": arguments, "stderr": str(log_path)})
         else:
             self.process = subprocess.Popen(
@@ -154,8 +186,8 @@ class JobProcess:
                 stdout=subprocess.PIPE,
                 stderr=self._log,
                 start_new_session=True,  # its own process group: stop it with its children
-                preexec_fn=die_with_parent,
-                env=env,
+                preexec_fn=child_setup(bounds, die_with_parent),
+                env=thread_environment(dict(os.environ) if env is None else env, bounds),
             )
         self._reader = threading.Thread(target=self._read, name=f"job-{self.run_id}", daemon=True)
         self._reader.start()

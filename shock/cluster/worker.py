@@ -21,6 +21,7 @@ from pathlib import Path
 import grpc
 
 from shock.cluster.auth import TlsFiles, open_channel, token_metadata
+from shock.cluster.bounds import DEFAULT_MEMORY_HEADROOM_GB, BoundsKeeper
 from shock.cluster.defaults import DEFAULT_JOB_COMMAND
 from shock.cluster.jobproc import JobProcess
 from shock.cluster.proto import shock_cluster_pb2 as pb
@@ -52,6 +53,8 @@ class WorkerSettings:
     stop_grace_s: float = 10.0
     # Keep a job process per GPU started ahead of its launch (default job command only).
     warm_processes: bool = True
+    # A job's memory limit is its grant plus this (GB), for the runtime itself.
+    memory_headroom_gb: float = DEFAULT_MEMORY_HEADROOM_GB
 
 
 def detect_devices(gpus: int, simulated: bool) -> list[pb.Device]:
@@ -89,6 +92,7 @@ class WorkerAgent:
         self._heartbeat_s = settings.heartbeat_s
         self._env = dict(os.environ)
         self._env.setdefault("OMP_NUM_THREADS", "1")
+        self._bounds_keeper = BoundsKeeper(settings.memory_headroom_gb)
         warm = settings.warm_processes and settings.job_command == DEFAULT_JOB_COMMAND
         self._warm = WarmPool(
             settings.gpus if warm else 0, settings.log_dir / "warm-processes.log", self._env
@@ -220,6 +224,13 @@ class WorkerAgent:
         device = self.devices[launch.gpus[0]].name
         if device.startswith("cuda"):
             device = f"cuda:{launch.gpus[0]}"
+        with self._lock:
+            held = [
+                job.bounds.cpus
+                for job in self._jobs.values()
+                if job.bounds.cpus is not None and not job.saw_exit
+            ]
+        bounds = self._bounds_keeper.bounds_for(launch.cpus, launch.memory_gb, held)
         job = JobProcess(
             launch,
             self.settings.job_command,
@@ -230,7 +241,10 @@ class WorkerAgent:
             checkpoint_every_s=self.settings.checkpoint_every_s,
             env=self._env,
             warm=self._warm.take(),
+            bounds=bounds,
         )
+        if bounds.bounded:
+            self._bounds_keeper.check(job.process.pid, bounds)
         with self._lock:
             self._jobs[launch.run_id] = job
 

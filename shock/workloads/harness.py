@@ -29,6 +29,7 @@ from shock.workloads.channel import Channel
 from shock.workloads.checkpoint import load_latest_checkpoint, write_checkpoint
 from shock.workloads.families import FAMILIES, parse_job_type
 from shock.workloads.lease import Lease
+from shock.workloads.limits import ProcessLimits
 from shock.workloads.messages import (
     AdaptationReason,
     BatchSizeApproval,
@@ -92,10 +93,13 @@ class TrainingHarness:
         channel: Channel,
         clock: Callable[[], float] = time.monotonic,
         launched_at: float | None = None,
+        limits: ProcessLimits | None = None,
     ) -> None:
         """`launched_at` (on `clock`): when the process started; the initial `lease_s` counts
-        from then, so start-up time is inside the lease the agent granted."""
+        from then, so start-up time is inside the lease the agent granted. `limits`: what the
+        process runs under, reported in its "started" message."""
         self.config = config
+        self.limits = limits
         self.launched_at = launched_at
         self.channel = channel
         self.clock = clock
@@ -133,7 +137,13 @@ class TrainingHarness:
     def run(self) -> ExitReason:
         progress = self.progress
         self.channel.send(
-            Started(self.config.job_id, progress.step, progress.batch_size, self.resumed_from_step)
+            Started(
+                self.config.job_id,
+                progress.step,
+                progress.batch_size,
+                self.resumed_from_step,
+                self.limits,
+            )
         )
         now = self.clock()
         if self.config.lease_steps is not None or self.config.lease_s is not None:

@@ -10,6 +10,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
+from shock.workloads.limits import ProcessLimits
+
 ExitReason = Literal["done", "lease_expired", "preempted"]
 AdaptationReason = Literal["accordion", "gns"]
 
@@ -33,6 +35,14 @@ class Started(_Message):
     step: int
     batch_size: int
     resumed_from_step: int
+    # Beyond the contract: the threads, CPUs and memory limit the process runs under.
+    limits: ProcessLimits | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        message = {"type": self.type, **asdict(self)}
+        if self.limits is None:
+            del message["limits"]
+        return message
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import torch
 
         from shock.workloads.harness import JobConfig, TrainingHarness
+        from shock.workloads.limits import observed_limits
         from shock.workloads.workload import check_device
 
         torch.set_num_threads(args.num_threads)
@@ -105,7 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             checkpoint_every_s=args.checkpoint_every_s,
             adaptation_window_samples=args.adaptation_window_samples,
         )
-        harness = TrainingHarness(config, channel, launched_at=launched_at)
+        limits = observed_limits(torch.get_num_threads())
+        harness = TrainingHarness(config, channel, launched_at=launched_at, limits=limits)
         stop_requests.append(harness.preempt)
         if terminated:
             harness.preempt()

@@ -61,7 +61,7 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., live_runs: _Optional[_Iterable[_Union[LiveRun, _Mapping]]] = ..., wait_s: _Optional[float] = ...) -> None: ...
 
 class Launch(_message.Message):
-    __slots__ = ("run_id", "job_id", "job_type", "target_steps", "checkpoint_dir", "gpus", "lease_s", "seed", "adaptation")
+    __slots__ = ("run_id", "job_id", "job_type", "target_steps", "checkpoint_dir", "gpus", "lease_s", "seed", "adaptation", "cpus", "memory_gb")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,8 @@ class Launch(_message.Message):
     LEASE_S_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     ADAPTATION_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GB_FIELD_NUMBER: _ClassVar[int]
     run_id: int
     job_id: int
     job_type: str
@@ -80,7 +82,9 @@ class Launch(_message.Message):
     lease_s: float
     seed: int
     adaptation: str
-    def __init__(self, run_id: _Optional[int] = ..., job_id: _Optional[int] = ..., job_type: _Optional[str] = ..., target_steps: _Optional[int] = ..., checkpoint_dir: _Optional[str] = ..., gpus: _Optional[_Iterable[int]] = ..., lease_s: _Optional[float] = ..., seed: _Optional[int] = ..., adaptation: _Optional[str] = ...) -> None: ...
+    cpus: float
+    memory_gb: float
+    def __init__(self, run_id: _Optional[int] = ..., job_id: _Optional[int] = ..., job_type: _Optional[str] = ..., target_steps: _Optional[int] = ..., checkpoint_dir: _Optional[str] = ..., gpus: _Optional[_Iterable[int]] = ..., lease_s: _Optional[float] = ..., seed: _Optional[int] = ..., adaptation: _Optional[str] = ..., cpus: _Optional[float] = ..., memory_gb: _Optional[float] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("run_id", "seconds")
@@ -149,14 +153,26 @@ class JobEvent(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[int] = ..., job_id: _Optional[int] = ..., time_unix: _Optional[float] = ..., started: _Optional[_Union[Started, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., batch_size_request: _Optional[_Union[BatchSizeRequest, _Mapping]] = ..., exit: _Optional[_Union[Exit, _Mapping]] = ...) -> None: ...
 
 class Started(_message.Message):
-    __slots__ = ("step", "batch_size", "resumed_from_step")
+    __slots__ = ("step", "batch_size", "resumed_from_step", "limits")
     STEP_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FROM_STEP_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
     step: int
     batch_size: int
     resumed_from_step: int
-    def __init__(self, step: _Optional[int] = ..., batch_size: _Optional[int] = ..., resumed_from_step: _Optional[int] = ...) -> None: ...
+    limits: JobLimits
+    def __init__(self, step: _Optional[int] = ..., batch_size: _Optional[int] = ..., resumed_from_step: _Optional[int] = ..., limits: _Optional[_Union[JobLimits, _Mapping]] = ...) -> None: ...
+
+class JobLimits(_message.Message):
+    __slots__ = ("threads", "cpus", "memory_limit_bytes")
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    threads: int
+    cpus: _containers.RepeatedScalarFieldContainer[int]
+    memory_limit_bytes: int
+    def __init__(self, threads: _Optional[int] = ..., cpus: _Optional[_Iterable[int]] = ..., memory_limit_bytes: _Optional[int] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("step", "steps_per_s", "batch_size", "loss", "target_steps")
