@@ -32,7 +32,8 @@ from shock.cluster.launch import launch_grant
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
 from shock.core.cluster_file import cluster_from_option
-from shock.core.mechanism import Assignment, Mechanism, MechanismConfig, PairState
+from shock.core.executor import PlannedUnit
+from shock.core.mechanism import Assignment, Mechanism, MechanismConfig
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.resource_placement import GrantPart, ResourceGrant
@@ -52,7 +53,16 @@ linux_only = pytest.mark.skipif(
 # -- the Launch fields from a placement's grant ------------------------------------------
 
 
-def _planned_round() -> dict[int, Assignment]:
+def _planned(assignment: Assignment) -> PlannedUnit:
+    members = assignment.unit.members
+    return PlannedUnit(
+        assignment.unit.member_ids, tuple(m.spec.job_type for m in members),
+        assignment.worker_type, assignment.gpus, assignment.rates,
+        tuple(m.remaining for m in members), 0.0, assignment.kept_gpus, assignment.grant,
+    )  # fmt: skip
+
+
+def _planned_round() -> dict[int, PlannedUnit]:
     """One round of two jobs on 2 servers x 4 V100s (Synergy's fair share per GPU: 3 CPUs,
     62.5 GB), placed by Synergy's tune."""
     mechanism = Mechanism(
@@ -65,7 +75,7 @@ def _planned_round() -> dict[int, Assignment]:
     )
     mechanism.admit(JobSpec(0, "ResNet-18 (batch size 32)", 1000))
     mechanism.admit(JobSpec(1, "LM (batch size 20)", 1000, scale_factor=2))
-    return {a.job.job_id: a for a in mechanism.plan_round(0.0)}
+    return {a.job.job_id: _planned(a) for a in mechanism.plan_round(0.0)}
 
 
 def test_a_launch_carries_the_grant_of_its_placement() -> None:
@@ -85,9 +95,8 @@ def test_a_launch_gets_its_workers_part_and_packed_jobs_share_it() -> None:
     )
     spread = resnet._replace(gpus=(0, 1, 8, 9), grant=two_servers)
     assert launch_grant(spread) == {"cpus": 6.0, "memory_gb": 100.0}  # the first GPU's server
-    job = resnet.job
-    pair = PairState((0, 1), (job, job), 1, [], [], [], [], member_ids=(0, 1))
-    assert launch_grant(spread._replace(unit=pair)) == {"cpus": 3.0, "memory_gb": 50.0}
+    pair = spread._replace(job_ids=(0, 1))
+    assert launch_grant(pair) == {"cpus": 3.0, "memory_gb": 50.0}
 
 
 # -- the agent's choice of bounds --------------------------------------------------------

@@ -22,6 +22,7 @@ from shock.core.executor import (
     RoundPlan,
     RoundReport,
 )
+from shock.core.resource_placement import GrantPart, ResourceGrant
 from shock.core.runner import RunOptions, build_request
 
 RESNET_32 = "ResNet-18 (batch size 32)"
@@ -176,6 +177,18 @@ def test_the_engines_batch_size_orders_reach_running_jobs(tmp_path: Path) -> Non
     slot = scheduler.workers[worker.worker_id]
     orders = [c.batch_size for c in slot.commands if c.WhichOneof("command") == "batch_size"]
     assert [(o.run_id, o.batch_size) for o in orders] == [(launch.run_id, 64)]
+    scheduler.journal.close()
+
+
+def test_a_launch_carries_the_planned_units_grant(tmp_path: Path) -> None:
+    scheduler = _scheduler(tmp_path, [(RESNET_32, 1000)])
+    worker = DrivenWorker(scheduler)
+    scheduler.start(scheduler.request, scheduler.request.trace.jobs)
+    grant = ResourceGrant((GrantPart(0, (0,), 2.0, 3.5),), speed=1.0)
+    (unit,) = _plan(0).units
+    _start_round(scheduler, replace(_plan(0), units=(unit._replace(grant=grant),)))
+    (launch,) = worker.launched()
+    assert (launch.cpus, launch.memory_gb) == (2.0, 3.5)
     scheduler.journal.close()
 
 

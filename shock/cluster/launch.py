@@ -8,19 +8,19 @@ the members of a packed unit share their unit's grant equally.
 
 from __future__ import annotations
 
-from shock.core.mechanism import Assignment
+from shock.core.executor import PlannedUnit
 
 
-def launch_grant(assignment: Assignment | None) -> dict[str, float]:
-    """The `Launch` fields `cpus` and `memory_gb` for one member of `assignment`'s unit;
-    empty (no grant: the job runs unbounded) without a resource-aware placement."""
-    if assignment is None or assignment.grant is None or not assignment.gpus:
+def launch_grant(unit: PlannedUnit | None) -> dict[str, float]:
+    """The `Launch` fields `cpus` and `memory_gb` for one member of a planned unit; empty
+    (no grant: the job runs unbounded) without a resource-aware placement."""
+    if unit is None or unit.grant is None or not unit.gpus:
         return {}
-    first_gpu = assignment.gpus[0]
-    parts = [part for part in assignment.grant.parts if first_gpu in part.gpus]
+    first_gpu = unit.gpus[0]
+    parts = [part for part in unit.grant.parts if first_gpu in part.gpus]
     if not parts:
         return {}
-    sharing = max(1, len(assignment.unit.member_ids))
+    sharing = max(1, len(unit.job_ids))
     return {
         "cpus": sum(part.cpus for part in parts) / sharing,
         "memory_gb": sum(part.memory_gb for part in parts) / sharing,

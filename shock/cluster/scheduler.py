@@ -27,6 +27,7 @@ from pathlib import Path
 
 from shock.cluster.estimates import ThroughputEstimates
 from shock.cluster.journal import Journal, ThroughputRow, WorkerRow
+from shock.cluster.launch import launch_grant
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.core.engine import run_engine
 from shock.core.epochs import job_type_with_batch_size
@@ -664,6 +665,7 @@ class ClusterScheduler:
 
     def _dispatch(self, now: float) -> None:
         """Launch every planned job that is not running, once its GPUs are free."""
+        unit_of = {job_id: unit for unit in self._units for job_id in unit.job_ids}
         for job_id, (worker_id, gpus) in self._plan.items():
             job = self.jobs[job_id]
             slot = self.workers.get(worker_id)
@@ -699,7 +701,7 @@ class ClusterScheduler:
                 run_id=run_id, job_id=job_id, job_type=spec.job_type,
                 target_steps=spec.total_steps, checkpoint_dir=str(directory), gpus=gpus,
                 lease_s=lease_until - now, seed=self.request.config.seed + job_id,
-                adaptation=adaptation,
+                adaptation=adaptation, **launch_grant(unit_of.get(job_id)),
             )))  # fmt: skip
 
     def _credit_target(self, job: TrackedJob) -> float:
