@@ -33,10 +33,11 @@ class DrivenWorker:
     """Plays one worker against a scheduler: registration and job events with sequence
     numbers; rounds are started and ended by the test."""
 
-    def __init__(self, scheduler: ClusterScheduler, worker_id: str = "") -> None:
+    def __init__(self, scheduler: ClusterScheduler, worker_id: str = "", **offers: float) -> None:
         self.scheduler = scheduler
         reply = scheduler.register(pb.RegisterRequest(
-            worker_id=worker_id, gpu_type="v100", devices=[pb.Device(index=0, name="cpu")]
+            worker_id=worker_id, gpu_type="v100", devices=[pb.Device(index=0, name="cpu")],
+            **offers,
         ))  # fmt: skip
         self.worker_id = reply.worker_id
         acked = scheduler.workers[self.worker_id].acked_seq
@@ -190,6 +191,23 @@ def test_a_launch_carries_the_planned_units_grant(tmp_path: Path) -> None:
     (launch,) = worker.launched()
     assert (launch.cpus, launch.memory_gb) == (2.0, 3.5)
     scheduler.journal.close()
+
+
+def test_the_cluster_has_the_cpus_and_memory_workers_offer(tmp_path: Path) -> None:
+    scheduler = _scheduler(tmp_path, [(RESNET_32, 1000)])
+    DrivenWorker(scheduler, cpus=6.0, memory_gb=40.0)
+    (server,) = scheduler.start(scheduler.request, scheduler.request.trace.jobs).servers()
+    assert (server.worker_type, server.num_gpus, server.cpus, server.memory_gb) == (
+        "v100", 1, 6.0, 40.0
+    )
+    scheduler.journal.close()
+    # A worker that does not say (an older agent): GPUs only, the placements' defaults.
+    (tmp_path / "unsaid").mkdir()
+    unsaid = _scheduler(tmp_path / "unsaid", [(RESNET_32, 1000)])
+    DrivenWorker(unsaid)
+    cluster = unsaid.start(unsaid.request, unsaid.request.trace.jobs)
+    assert not cluster.has_server_resources
+    unsaid.journal.close()
 
 
 def test_a_job_type_named_without_a_batch_size_keeps_its_type(tmp_path: Path) -> None:

@@ -218,6 +218,14 @@ def worker_command(
         typer.Option(help="A job with a memory grant may allocate the grant plus this much (GB) "
                           "for its runtime (docs/cluster.md)."),
     ] = 2.0,
+    cpus: Annotated[
+        float | None,
+        typer.Option(help="CPU cores this worker offers to jobs (default: the machine's)."),
+    ] = None,
+    memory_gb: Annotated[
+        float | None,
+        typer.Option(help="Memory (GB) this worker offers to jobs (default: the machine's)."),
+    ] = None,
 ) -> None:
     """Run a worker agent: register with the scheduler and run the jobs it sends."""
     _require_cluster_extra()
@@ -230,12 +238,17 @@ def worker_command(
         raise InputError(f"must be >= 1, got {gpus}", field="--gpus")
     if not memory_headroom >= 0:
         raise InputError(f"must be >= 0, got {memory_headroom}", field="--memory-headroom")
+    if cpus is not None and not cpus > 0:
+        raise InputError(f"must be > 0, got {cpus}", field="--cpus")
+    if memory_gb is not None and not memory_gb > 0:
+        raise InputError(f"must be > 0, got {memory_gb}", field="--memory-gb")
     settings = WorkerSettings(
         scheduler=scheduler, token=token, gpus=gpus, gpu_type=gpu_type, simulated=simulated,
         job_command=parse_job_command(job_command), log_dir=log_dir,
         tls=_tls(tls_cert, tls_key, tls_ca), heartbeat_s=heartbeat,
         scheduler_timeout_s=scheduler_timeout, checkpoint_every_s=checkpoint_every,
-        warm_processes=warm, memory_headroom_gb=memory_headroom,
+        warm_processes=warm, memory_headroom_gb=memory_headroom, cpus=cpus,
+        memory_gb=memory_gb,
     )  # fmt: skip
     agent = WorkerAgent(settings)
     signal.signal(signal.SIGTERM, lambda signum, frame: agent.stop())

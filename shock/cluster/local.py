@@ -27,6 +27,9 @@ class LocalWorkerSpec:
     gpu_type: str
     gpus: int
     cuda_devices: tuple[int, ...]  # this worker's slice of the machine's devices, if any
+    # CPU cores and memory (GB) it offers (a cluster file's server); 0: the machine's.
+    cpus: float = 0.0
+    memory_gb: float = 0.0
 
 
 def worker_command(
@@ -50,6 +53,10 @@ def worker_command(
         command += ["--job-command", shlex.join(job_command)]
     if checkpoint_every_s is not None:
         command += ["--checkpoint-every", str(checkpoint_every_s)]
+    if spec.cpus > 0:
+        command += ["--cpus", repr(spec.cpus)]
+    if spec.memory_gb > 0:
+        command += ["--memory-gb", repr(spec.memory_gb)]
     return command
 
 

@@ -42,7 +42,7 @@ from shock.core.executor import (
     StrayProgress,
     UnitProgress,
 )
-from shock.core.model import Cluster, JobSpec, batch_size_of
+from shock.core.model import Cluster, JobSpec, Server, batch_size_of
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
 from shock.core.throughputs import throughputs_to_dict
@@ -89,6 +89,8 @@ class WorkerSlot:
     alive: bool = True
     acked_seq: int = 0
     commands: list[pb.Command] = field(default_factory=list)
+    cpus: float = 0.0  # what it offers to jobs, as it registered (0: not said)
+    memory_gb: float = 0.0
     told_shutdown: bool = False
 
 
@@ -365,7 +367,14 @@ class ClusterScheduler:
                 self._gpu_owner[next_gpu] = (slot.worker_id, local)
                 next_gpu += 1
         self._cluster_signature = self._live_signature()
-        return Cluster(gpus_per_type, per_server)
+        if not alive or any(s.cpus <= 0 or s.memory_gb <= 0 for s in alive):
+            return Cluster(gpus_per_type, per_server)
+        # Every worker said what it offers: resource-aware placements grant from that.
+        servers = tuple(
+            Server(index, slot.gpu_type, slot.gpus, slot.cpus, slot.memory_gb)
+            for index, slot in enumerate(alive)
+        )
+        return Cluster(gpus_per_type, per_server, explicit_servers=servers)
 
     # Worker-facing operations (called by the gRPC service).
 
@@ -406,6 +415,8 @@ class ClusterScheduler:
             self.workers[slot.worker_id] = slot
             slot.registered = True
             slot.alive = True
+            slot.cpus = max(request.cpus, 0.0)
+            slot.memory_gb = max(request.memory_gb, 0.0)
             slot.last_seen = now
             slot.commands = []
             self.journal.set_worker_alive(slot.worker_id)

@@ -55,6 +55,24 @@ class WorkerSettings:
     warm_processes: bool = True
     # A job's memory limit is its grant plus this (GB), for the runtime itself.
     memory_headroom_gb: float = DEFAULT_MEMORY_HEADROOM_GB
+    # CPU cores and memory (GB) it offers to jobs; None: what this machine has.
+    cpus: float | None = None
+    memory_gb: float | None = None
+
+
+def machine_cpus() -> float:
+    """The CPU cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return float(len(os.sched_getaffinity(0)))
+    return float(os.cpu_count() or 1)
+
+
+def machine_memory_gb() -> float:
+    """This machine's physical memory (0 where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        return 0.0
 
 
 def detect_devices(gpus: int, simulated: bool) -> list[pb.Device]:
@@ -147,6 +165,8 @@ class WorkerAgent:
                 devices=self.devices,
                 live_runs=self._live_runs(),
                 pid=os.getpid(),
+                cpus=self.settings.cpus or machine_cpus(),
+                memory_gb=self.settings.memory_gb or machine_memory_gb(),
             ),
         )
         assert isinstance(reply, pb.RegisterReply)

@@ -25,20 +25,24 @@ class LiveRun(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., job_id: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("worker_id", "hostname", "gpu_type", "devices", "live_runs", "pid")
+    __slots__ = ("worker_id", "hostname", "gpu_type", "devices", "live_runs", "pid", "cpus", "memory_gb")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     LIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GB_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     hostname: str
     gpu_type: str
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     live_runs: _containers.RepeatedCompositeFieldContainer[LiveRun]
     pid: int
-    def __init__(self, worker_id: _Optional[str] = ..., hostname: _Optional[str] = ..., gpu_type: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., live_runs: _Optional[_Iterable[_Union[LiveRun, _Mapping]]] = ..., pid: _Optional[int] = ...) -> None: ...
+    cpus: float
+    memory_gb: float
+    def __init__(self, worker_id: _Optional[str] = ..., hostname: _Optional[str] = ..., gpu_type: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., live_runs: _Optional[_Iterable[_Union[LiveRun, _Mapping]]] = ..., pid: _Optional[int] = ..., cpus: _Optional[float] = ..., memory_gb: _Optional[float] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("worker_id", "heartbeat_s", "scheduler_incarnation")

@@ -72,7 +72,13 @@ class GrpcBackend:
                         devices = tuple(range(first_device, first_device + server_spec.num_gpus))
                         first_device += server_spec.num_gpus
                         specs.append(
-                            LocalWorkerSpec(server_spec.worker_type, server_spec.num_gpus, devices)
+                            LocalWorkerSpec(
+                                server_spec.worker_type,
+                                server_spec.num_gpus,
+                                devices,
+                                server_spec.cpus,
+                                server_spec.memory_gb,
+                            )
                         )
                     workers.start(
                         specs,
