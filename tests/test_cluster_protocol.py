@@ -170,6 +170,12 @@ def test_job_lines_become_protocol_events() -> None:
     assert started is not None and started.started.resumed_from_step == 40
     progress = event_from_message({"type": "progress", "step": 5, "steps_per_s": "fast"})
     assert progress is not None and progress.progress.steps_per_s == 0.0  # bad field: ignored
+    for line in ('{"type": "progress", "step": 5, "steps_per_s": Infinity}',
+                 '{"type": "progress", "step": 5, "steps_per_s": NaN}'):  # fmt: skip
+        message = parse_job_line(line)
+        assert message is not None
+        event = event_from_message(message)
+        assert event is not None and event.progress.steps_per_s == 0.0  # no rate: ignored
     rescaled = event_from_message({"type": "progress", "step": 5, "batch_size": 64,
                                    "target_steps": 90})  # fmt: skip
     assert rescaled is not None and rescaled.progress.target_steps == 90
