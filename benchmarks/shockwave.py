@@ -19,6 +19,7 @@ artifact simulates the shockwave policy on its canonical trace in about 10 minut
 Gurobi); shock's target is 60 s with HiGHS.
 
     python benchmarks/shockwave.py [--quick | --compare-rules] [--json results.json]
+    python benchmarks/shockwave.py --seeds 1,2,3,5,7,11   # more draws of the canonical setup
 
 `(sim rules)` rows run with `--adaptation-rules artifact-simulator`: batch sizes evolve as in
 Shockwave's round-by-round simulator instead of its profile generator (docs/shockwave.md).
@@ -58,16 +59,21 @@ class Scenario:
     cluster: str
 
 
+def canonical_setup(seed: int) -> Scenario:
+    """Shockwave's canonical setup (120 jobs, 40 s mean gap, 32 GPUs) drawn with `seed`."""
+    config = DynamicWorkloadConfig(num_jobs=120, mean_interarrival_s=40.0, seed=seed)
+    jobs = generate_dynamic_jobs(config, load_throughputs(WISR))
+    trace = Trace(tuple(jobs), f"generated:shockwave-canonical-120-seed-{seed}", "shockwave")
+    return Scenario(f"canonical 120 jobs, seed {seed}", trace, "32:0:0")
+
+
 def scenarios() -> list[Scenario]:
-    registry = default_registry()
-    trace_220 = read_trace(TRACE_220, registry)
+    trace_220 = read_trace(TRACE_220, default_registry())
     # The generator reproduces the bundled 220-job trace from its name (seed 4, 25 s gap; see
     # tests/test_shockwave_generator.py); the canonical trace's name gives seed 25, 40 s gap.
-    config = DynamicWorkloadConfig(num_jobs=120, mean_interarrival_s=40.0, seed=25)
-    jobs = generate_dynamic_jobs(config, load_throughputs(WISR))
-    canonical = Trace(tuple(jobs), "generated:shockwave-canonical-120", "shockwave")
+    canonical = canonical_setup(25)
     return [
-        Scenario("canonical 120 jobs", canonical, "32:0:0"),
+        Scenario("canonical 120 jobs", canonical.trace, canonical.cluster),
         Scenario("220 jobs", trace_220, "64:0:0"),
     ]
 
@@ -118,6 +124,38 @@ def mean_jct_s(result: RunResult, multi_gpu: bool) -> float:
     return sum(jcts) / len(jcts) if jcts else float("nan")
 
 
+# The configurations compared across draws of the canonical setup (--seeds).
+SEED_COLUMNS = {
+    "shockwave (defaults)": ("shockwave", ()),
+    "rho_since_arrival=false": ("shockwave", ("rho_since_arrival=false",)),
+    "as the artifact (both)": ("shockwave", AS_THE_ARTIFACT),
+    "LAS": ("max_min_fairness", ()),
+}
+
+
+def compare_seeds(console: Console, seeds: list[int]) -> list[dict[str, object]]:
+    """One row per seed: makespan s / avg JCT s / worst rho / unfair of each configuration."""
+    table = Table(title="canonical setup (120 jobs, 40 s mean gap, 32 GPUs), other seeds")
+    table.add_column("seed", justify="right")
+    for column in SEED_COLUMNS:
+        table.add_column(column, justify="right")
+    documents: list[dict[str, object]] = []
+    for seed in seeds:
+        scenario = canonical_setup(seed)
+        cells = []
+        for label, (policy, options) in SEED_COLUMNS.items():
+            result = simulate(scenario, policy, options)
+            m = result.metrics
+            cells.append(
+                f"{m.makespan_s:,.0f} / {m.avg_jct_s:,.0f} / {m.worst_ftf_rho:.2f} / "
+                f"{m.unfair_fraction:.1%}"
+            )
+            documents.append({"scenario": scenario.name, "label": label, **result.to_document()})
+        table.add_row(str(seed), *cells)
+    console.print(table)
+    return documents
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -128,9 +166,20 @@ def main() -> None:
         action="store_true",
         help="both traces, shockwave and LAS under both batch-size rule sets only",
     )
+    parser.add_argument(
+        "--seeds",
+        help="comma-separated seeds: only the canonical setup drawn with each, for shockwave "
+        "(defaults, rho_since_arrival=false, as the artifact) and LAS",
+    )
     parser.add_argument("--json", type=Path, help="write every run's metrics here")
     args = parser.parse_args()
     console = Console(width=140)
+    if args.seeds:
+        seeds = [int(seed) for seed in args.seeds.split(",")]
+        documents = compare_seeds(console, seeds)
+        if args.json:
+            args.json.write_text(json.dumps(documents, indent=2))
+        return
     # shock's own policies: a plugin installed beside it (such as the example) is not a baseline
     policies = default_registry().names_from("policy", "shock")
     policies = ["shockwave", *VARIANTS] + [p for p in policies if p != "shockwave"]

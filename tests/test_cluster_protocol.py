@@ -14,7 +14,6 @@ import pytest
 from cluster_procs import SHOCK, SIX_JOBS, write_trace
 
 from shock.cluster.auth import TlsFiles, open_channel, token_metadata
-from shock.cluster.estimates import ThroughputEstimates
 from shock.cluster.jobproc import event_from_message, parse_job_line
 from shock.cluster.journal import Journal
 from shock.cluster.proto import generate
@@ -26,7 +25,6 @@ from shock.core.errors import ShockError
 from shock.core.model import JobSpec
 from shock.core.results import RunResult
 from shock.core.runner import RunOptions, build_request
-from shock.core.throughputs import ThroughputTable
 
 TOKEN = "right-token"
 
@@ -163,18 +161,6 @@ def test_a_completion_is_recorded_once(tmp_path: Path) -> None:
     reopened.close()
 
 
-def test_throughput_estimates_start_from_the_prior_then_follow_measurements() -> None:
-    prior = ThroughputTable()
-    prior.set("LM (batch size 32)", 1, "v100", 50.0)
-    estimates = ThroughputEstimates(prior=prior, alpha=0.5, default_steps_per_s=2.0)
-    assert estimates.estimate("LM (batch size 32)", 1, "v100") == 50.0
-    assert estimates.estimate("Unknown (batch size 1)", 1, "v100") == 2.0
-    assert estimates.observe("LM (batch size 32)", 1, "v100", 10.0) == 10.0  # replaces
-    assert estimates.observe("LM (batch size 32)", 1, "v100", 20.0) == 15.0  # smoothed
-    table = estimates.measured_table()
-    assert table.throughput("LM (batch size 32)", 1, "v100") == 15.0
-
-
 def test_job_lines_become_protocol_events() -> None:
     assert parse_job_line("not json") is None
     assert parse_job_line('{"no": "type"}') is None
@@ -184,6 +170,12 @@ def test_job_lines_become_protocol_events() -> None:
     assert started is not None and started.started.resumed_from_step == 40
     progress = event_from_message({"type": "progress", "step": 5, "steps_per_s": "fast"})
     assert progress is not None and progress.progress.steps_per_s == 0.0  # bad field: ignored
+    for line in ('{"type": "progress", "step": 5, "steps_per_s": Infinity}',
+                 '{"type": "progress", "step": 5, "steps_per_s": NaN}'):  # fmt: skip
+        message = parse_job_line(line)
+        assert message is not None
+        event = event_from_message(message)
+        assert event is not None and event.progress.steps_per_s == 0.0  # no rate: ignored
     rescaled = event_from_message({"type": "progress", "step": 5, "batch_size": 64,
                                    "target_steps": 90})  # fmt: skip
     assert rescaled is not None and rescaled.progress.target_steps == 90

@@ -1,5 +1,6 @@
-"""Resource-aware placements: capacities hold, tune's fair-share guarantee, opt >= tune, and
-the mechanism applies the grants' speeds."""
+"""Resource-aware placements: capacities hold, tune's fair-share guarantee, opt's MILP reaches
+the exhaustive optimum (and opt never does worse than tune), and the mechanism applies the
+grants' speeds."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from shock.plugins.placement.synergy import (
     ProportionalPlacement,
     TunePlacement,
 )
-from shock.resources.books import Books
 from shock.resources.catalog import profile_for
+from shock.resources.cells import candidate_cells
 from shock.resources.profiles import synergy_profiles
 
 MODELS = sorted(synergy_profiles())
@@ -138,20 +139,118 @@ def test_greedy_gives_best_case_or_nothing(instance: Instance) -> None:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instances())
-def test_opt_milp_at_least_tune(instance: Instance) -> None:
+def test_opt_never_below_tune(instance: Instance) -> None:
     servers, requests = instance
     tune = TunePlacement().place_with_resources(servers, requests)
-    opt = OptPlacement(time_limit_s=10.0, relative_gap=0.0)
-    grants = opt.place_with_resources(servers, requests)
+    grants = OptPlacement(time_limit_s=10.0, relative_gap=0.0).place_with_resources(
+        servers, requests
+    )
     assert len(grants) >= len(tune)
     assert total_speed(grants) >= total_speed(tune) - 1e-6
-    # The MILP alone (not the fall-back to tune) when tune kept every gang on one server: tune's
-    # placement is then a feasible point of the MILP.
-    if all(len(g.parts) == 1 for g in tune.values()) and requests:
-        choices = opt._solve(Books(servers).books, requests)
-        speeds = sum(cell.speed for _, cell in choices.values())
-        assert len(choices) == len(requests)
-        assert speeds >= total_speed(tune) - 1e-6
+
+
+@st.composite
+def small_instances(draw: st.DrawFn) -> Instance:
+    """One or two servers and at most four gangs: small enough to search exhaustively."""
+    per_server = draw(st.sampled_from([2, 4]))
+    servers = []
+    for index in range(draw(st.integers(1, 2))):
+        cpus = draw(st.integers(per_server, 6 * per_server))
+        memory = draw(st.sampled_from([20.83, 62.5, 125.0])) * per_server
+        gpus = tuple(range(index * per_server, (index + 1) * per_server))
+        servers.append(ServerResources(index, gpus, float(cpus), memory))
+    sizes = st.sampled_from([s for s in (1, 2, 4) if s <= per_server])
+    requests = [
+        ResourceRequest(key, draw(sizes), draw(st.sampled_from(MODELS)), None)
+        for key in range(draw(st.integers(1, 4)))
+    ]
+    return servers, requests
+
+
+def exhaustive_optimum(
+    servers: list[ServerResources], requests: list[ResourceRequest]
+) -> tuple[int, float]:
+    """(units placed, summed speed), best first in that order, over every way of giving each
+    unit one server and one candidate cell, or nothing; found by depth-first search."""
+    options: list[list[tuple[int, float, float, float]]] = []  # (server, cpus, memory, speed)
+    for request in requests:
+        profile, n = profile_for(request.job_type), request.scale_factor
+        unit_options = []
+        for index, server in enumerate(servers):
+            if n > len(server.gpus):
+                continue
+            capped = (
+                min(profile.best_cpus_per_gpu, server.cpus / n),
+                min(profile.best_mem_gb_per_gpu, server.memory_gb / n),
+            )
+            fair = (server.fair_cpus_per_gpu, server.fair_mem_gb_per_gpu)
+            for cell in candidate_cells(profile, fair, capped):
+                unit_options.append(
+                    (index, cell.cpus_per_gpu * n, cell.mem_gb_per_gpu * n, cell.speed)
+                )
+        options.append(unit_options)
+    free_gpus = [len(s.gpus) for s in servers]
+    free_cpus = [s.cpus for s in servers]
+    free_mem = [s.memory_gb for s in servers]
+    best = (0, 0.0)
+
+    def search(unit: int, placed: int, speed: float) -> None:
+        nonlocal best
+        if unit == len(requests):
+            if (placed, speed) > best:
+                best = (placed, speed)
+            return
+        n = requests[unit].scale_factor
+        for server, cpus, memory, cell_speed in options[unit]:
+            if (
+                free_gpus[server] >= n
+                and free_cpus[server] >= cpus - 1e-9
+                and free_mem[server] >= memory - 1e-9
+            ):
+                free_gpus[server] -= n
+                free_cpus[server] -= cpus
+                free_mem[server] -= memory
+                search(unit + 1, placed + 1, speed + cell_speed)
+                free_gpus[server] += n
+                free_cpus[server] += cpus
+                free_mem[server] += memory
+        search(unit + 1, placed, speed)  # this unit waits
+
+    search(0, 0, 0.0)
+    return best
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_instances())
+def test_opt_milp_reaches_the_exhaustive_optimum(instance: Instance) -> None:
+    """The MILP's own placement (no fall-back to tune), from no start and from tune's."""
+    servers, requests = instance
+    best_placed, best_speed = exhaustive_optimum(servers, requests)
+    tune = TunePlacement().place_with_resources(servers, requests)
+    for start in (None, tune):
+        grants = OptPlacement(time_limit_s=30.0, relative_gap=0.0).optimised(
+            servers, requests, start
+        )
+        check_capacities(servers, requests, grants)
+        assert all(len(grant.parts) == 1 for grant in grants.values())
+        assert len(grants) == best_placed
+        assert total_speed(grants) == pytest.approx(best_speed, abs=1e-5)
+
+
+def test_candidate_cells_lose_no_speed() -> None:
+    """Every CPU x memory point of a profile's grid is matched by a candidate cell that uses
+    no more of either resource and is at least as fast, so choosing among cells loses nothing."""
+    fair, capped = (3.0, 62.5), (9.0, 100.0)
+    for model in MODELS:
+        profile = profile_for(model)
+        cells = candidate_cells(profile, fair, capped)
+        for cpus in {*profile.cpu_axis, fair[0], capped[0]}:
+            for memory in {*profile.mem_axis, fair[1], capped[1]}:
+                speed = profile.speed(cpus, memory)
+                assert any(
+                    c.cpus_per_gpu <= cpus and c.mem_gb_per_gpu <= memory and c.speed >= speed
+                    for c in cells
+                ), f"{model}: no cell covers ({cpus}, {memory})"
 
 
 def test_tune_beats_proportional_on_sensitive_jobs() -> None:

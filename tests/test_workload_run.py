@@ -103,8 +103,10 @@ def test_contract_round_trip(tmp_path):
 
     # Run 1: a 100-step lease; the job asks for more with 10 steps (~0.1 s) left and keeps
     # training; the renewal (20 more steps) arrives well before the lease runs out.
+    # No periodic checkpoint (however slowly the steps run): the only one is at the lease's end.
     renewal = {"lease_request": {"type": "lease", "steps": 20}}
-    run = JobProcess(checkpoints, "--lease-steps", "100", replies=renewal)
+    no_periodic = ("--checkpoint-every-s", "1e9")
+    run = JobProcess(checkpoints, "--lease-steps", "100", *no_periodic, replies=renewal)
     started = run.expect("started")
     limits = started.pop("limits")
     assert started == {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import math
 import os
 import signal
 import subprocess
@@ -81,8 +82,10 @@ def event_from_message(message: dict[str, Any]) -> pb.JobEvent | None:
     kind = message["type"]
 
     def num(name: str, default: float = 0) -> Any:
+        # JSON allows Infinity and NaN; neither is a step count or a rate.
         value = message.get(name, default)
-        return value if isinstance(value, int | float) and not isinstance(value, bool) else default
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return value if number and math.isfinite(value) else default
 
     if kind == "started":
         started = pb.Started(

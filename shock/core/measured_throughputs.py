@@ -1,69 +1,98 @@
-"""Measured throughputs, smoothed, fed back into a throughput table.
+"""Measured throughputs, smoothed: what a scheduler believes a job type runs at.
 
 A running job reports steps/s now and then; one report is noisy (start-up, a co-located job,
-a checkpoint write). `MeasuredThroughputs` keeps an exponentially weighted moving average per
-(job type, scale factor, worker type) and writes the averages into a `ThroughputTable`, so a
-scheduler can start from a prior table (or none) and converge to what this cluster measures.
+a checkpoint write). `ThroughputEstimates` starts each (job type, scale factor, worker type)
+from a prior (a throughput table where it has the entry, else a default), replaces the prior
+by the first report and then follows an exponentially weighted moving average of the reports,
+so a trace runs with no profile and converges to what this cluster measures.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shock.core.throughputs import JobKey, ThroughputTable
 
 DEFAULT_SMOOTHING = 0.3  # weight of the newest report
+DEFAULT_STEPS_PER_S = 1.0  # the estimate of a job type neither measured nor in the prior
+MEASURED_SOURCE = "measured (EWMA of job reports)"
+
+# (job type, scale factor, worker type)
+MeasuredKey = tuple[str, int, str]
 
 
-@dataclass(frozen=True, slots=True)
-class ThroughputEstimate:
-    steps_per_s: float
-    reports: int
+@dataclass(slots=True)
+class ThroughputEstimates:
+    """EWMA of reported steps/s over a prior: estimate <- s * report + (1 - s) * estimate."""
 
+    prior: ThroughputTable | None = None
+    smoothing: float = DEFAULT_SMOOTHING
+    default_steps_per_s: float = DEFAULT_STEPS_PER_S
+    # What was measured: key -> (smoothed steps/s, reports folded in).
+    measured: dict[MeasuredKey, tuple[float, int]] = field(default_factory=dict)
 
-class MeasuredThroughputs:
-    """EWMA of reported steps/s: estimate <- a * report + (1 - a) * estimate."""
+    def __post_init__(self) -> None:
+        if not 0.0 < self.smoothing <= 1.0:
+            raise ValueError(f"smoothing must be in (0, 1], got {self.smoothing}")
+        if not math.isfinite(self.default_steps_per_s) or self.default_steps_per_s <= 0:
+            raise ValueError(
+                f"default_steps_per_s must be finite and > 0, got {self.default_steps_per_s}"
+            )
 
-    def __init__(self, smoothing: float = DEFAULT_SMOOTHING) -> None:
-        if not 0.0 < smoothing <= 1.0:
-            raise ValueError(f"smoothing must be in (0, 1], got {smoothing}")
-        self.smoothing = smoothing
-        self._estimates: dict[tuple[JobKey, str], ThroughputEstimate] = {}
+    def estimate(self, job_type: str, scale_factor: int, worker_type: str) -> float:
+        """The measured average, else the prior's entry, else the default."""
+        seen = self.measured.get((job_type, scale_factor, worker_type))
+        if seen is not None:
+            return seen[0]
+        prior = 0.0
+        if self.prior is not None:
+            prior = self.prior.throughput(job_type, scale_factor, worker_type)
+        return prior if prior > 0 else self.default_steps_per_s
+
+    def reports(self, job_type: str, scale_factor: int, worker_type: str) -> int:
+        """How many reports the estimate folds in (0: not measured)."""
+        seen = self.measured.get((job_type, scale_factor, worker_type))
+        return 0 if seen is None else seen[1]
 
     def observe(
-        self, job_type: str, worker_type: str, steps_per_s: float, scale_factor: int = 1
+        self, job_type: str, scale_factor: int, worker_type: str, steps_per_s: float
     ) -> float:
-        """Fold one report in; returns the new estimate. Reports must be finite and > 0."""
+        """Fold in one report; returns the new estimate. A report that is no throughput
+        (not finite, or <= 0) is left out: one bad report never poisons the estimate."""
+        key = (job_type, scale_factor, worker_type)
         if not math.isfinite(steps_per_s) or steps_per_s <= 0:
-            raise ValueError(f"steps_per_s must be finite and > 0, got {steps_per_s}")
-        key = ((job_type, scale_factor), worker_type)
-        previous = self._estimates.get(key)
-        if previous is None:
-            value = steps_per_s
-            reports = 1
+            return self.estimate(*key)
+        seen = self.measured.get(key)
+        if seen is None:
+            value, count = steps_per_s, 1
         else:
-            value = self.smoothing * steps_per_s + (1.0 - self.smoothing) * previous.steps_per_s
-            reports = previous.reports + 1
-        self._estimates[key] = ThroughputEstimate(value, reports)
+            value = self.smoothing * steps_per_s + (1.0 - self.smoothing) * seen[0]
+            count = seen[1] + 1
+        self.measured[key] = (value, count)
         return value
 
-    def estimate(
-        self, job_type: str, worker_type: str, scale_factor: int = 1
-    ) -> ThroughputEstimate | None:
-        return self._estimates.get(((job_type, scale_factor), worker_type))
+    def table(self, jobs: list[JobKey], worker_types: tuple[str, ...]) -> ThroughputTable:
+        """A throughput table with the current estimate of every job on every worker type."""
+        table = ThroughputTable(source=MEASURED_SOURCE)
+        for job_type, scale_factor in jobs:
+            for worker_type in worker_types:
+                value = self.estimate(job_type, scale_factor, worker_type)
+                table.set(job_type, scale_factor, worker_type, value)
+        return table
 
-    def apply_to(self, table: ThroughputTable, min_reports: int = 1) -> int:
-        """Write every estimate with at least `min_reports` reports into the table (isolated
-        throughputs; co-location pairs are left alone). Returns how many entries it wrote."""
-        written = 0
-        for ((job_type, scale_factor), worker_type), estimate in self._estimates.items():
-            if estimate.reports >= min_reports:
-                table.set(job_type, scale_factor, worker_type, estimate.steps_per_s)
-                written += 1
-        return written
-
-    def to_table(self, min_reports: int = 1) -> ThroughputTable:
-        table = ThroughputTable(source="<measured>")
+    def measured_table(self, min_reports: int = 1) -> ThroughputTable:
+        """Only what was measured (at least `min_reports` reports), in Gavel's table form."""
+        table = ThroughputTable(source=MEASURED_SOURCE)
         self.apply_to(table, min_reports)
         return table
+
+    def apply_to(self, table: ThroughputTable, min_reports: int = 1) -> int:
+        """Write every estimate of at least `min_reports` reports into `table` (isolated
+        throughputs; co-location pairs are left alone). Returns how many entries it wrote."""
+        written = 0
+        for (job_type, scale_factor, worker_type), (value, count) in self.measured.items():
+            if count >= min_reports:
+                table.set(job_type, scale_factor, worker_type, value)
+                written += 1
+        return written

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 import pluggy
@@ -62,23 +62,29 @@ class PluginRegistry:
             hook = getattr(self.manager.hook, hook_name)
             for impl in hook.get_hookimpls():
                 provider = self.providers.get(id(impl.plugin), impl.plugin_name)
+                staged: dict[str, RegisteredPlugin] = {}
                 try:
-                    impl.function(register=self._collector(kind, provider))
+                    impl.function(register=self._collector(kind, provider, staged))
                 except Exception as exc:  # one bad plugin must not take every command down
+                    # All or nothing: a hook that fails registers none of its objects.
                     self.broken[impl.plugin_name] = f"{type(exc).__name__}: {exc}"
+                    continue
+                self._by_kind[kind].update(staged)
 
-    def _collector(self, kind: str, provider: str) -> Callable[[Any], None]:
+    def _collector(
+        self, kind: str, provider: str, staged: dict[str, RegisteredPlugin]
+    ) -> Callable[[Any], None]:
         def register(obj: Any) -> None:
             name = getattr(obj, "name", None)
             if not isinstance(name, str) or not name:
                 raise ShockError(f"a {kind} plugin from {provider} has no name")
-            existing = self._by_kind[kind].get(name)
+            existing = staged.get(name) or self._by_kind[kind].get(name)
             if existing is not None and existing.obj is not obj:
                 raise ShockError(
                     f"{kind} '{name}' registered twice (by {existing.provider} and {provider})"
                 )
             description = getattr(obj, "description", "") or ""
-            self._by_kind[kind][name] = RegisteredPlugin(kind, name, description, provider, obj)
+            staged[name] = RegisteredPlugin(kind, name, description, provider, obj)
 
         return register
 
@@ -116,13 +122,15 @@ class PluginRegistry:
 
 
 def load_plugins(extra_plugins: Iterable[object] = ()) -> LoadedPlugins:
-    """Load the entry-point group `shock`; a plugin that fails to import is recorded, not fatal."""
+    """Load the entry-point group `shock`, then `extra_plugins`; a plugin that fails to load
+    is recorded in `broken`, not fatal."""
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     loaded = LoadedPlugins(manager)
-    for entry_point in entry_points(group=hookspecs.PROJECT):
-        dist = entry_point.dist
-        provider = dist.name if dist is not None else entry_point.value
+    # shock's own first, so that no package can take over a built-in's name.
+    found = sorted(entry_points(group=hookspecs.PROJECT), key=lambda e: _provider(e) != "shock")
+    for entry_point in found:
+        provider = _provider(entry_point)
         if manager.get_plugin(entry_point.name) is not None:
             loaded.broken[f"{entry_point.name} ({provider})"] = (
                 f"entry-point name '{entry_point.name}' is already taken by another package"
@@ -130,22 +138,41 @@ def load_plugins(extra_plugins: Iterable[object] = ()) -> LoadedPlugins:
             continue
         try:
             plugin = entry_point.load()
-            manager.register(plugin, name=entry_point.name)
-            # A misspelled hook (e.g. `register_policy`) would otherwise be ignored silently.
-            manager.check_pending()
         except Exception as exc:  # a third-party plugin may fail in any way
-            if manager.get_plugin(entry_point.name) is not None:
-                manager.unregister(name=entry_point.name)
             loaded.broken[entry_point.name] = f"{type(exc).__name__}: {exc}"
             continue
-        loaded.providers[id(plugin)] = provider
+        _register(loaded, plugin, entry_point.name, provider)
     for plugin in extra_plugins:
         if manager.is_registered(plugin):
-            continue
-        manager.register(plugin)
-        name = getattr(plugin, "__name__", type(plugin).__name__)
-        loaded.providers[id(plugin)] = f"{name} (not from a package)"
+            continue  # already loaded (e.g. an installed plugin module)
+        label = f"{getattr(plugin, '__name__', type(plugin).__name__)} (not from a package)"
+        name, copy = label, 1
+        while manager.get_plugin(name) is not None:
+            copy += 1
+            name = f"{label} #{copy}"
+        _register(loaded, plugin, name, label)
     return loaded
+
+
+def _provider(entry_point: EntryPoint) -> str:
+    """The distribution that declared an entry point (its target where none is known)."""
+    dist = entry_point.dist
+    return dist.name if dist is not None else entry_point.value
+
+
+def _register(loaded: LoadedPlugins, plugin: object, name: str, provider: str) -> None:
+    """Register one plugin with pluggy, or record it as broken."""
+    manager = loaded.manager
+    try:
+        manager.register(plugin, name=name)
+        # A misspelled hook (e.g. `register_policy`) would otherwise be ignored silently.
+        manager.check_pending()
+    except Exception as exc:  # a third-party plugin may fail in any way
+        if manager.get_plugin(name) is not None:
+            manager.unregister(name=name)
+        loaded.broken[name] = f"{type(exc).__name__}: {exc}"
+        return
+    loaded.providers[id(plugin)] = provider
 
 
 @cache

@@ -66,15 +66,7 @@ class OptPlacement(_ResourcePlacement):
             if request.scale_factor > largest:
                 place_tuned(books, request)
         small = [r for r in requests if r.scale_factor <= largest]
-        choices = self._choices(books, small, tuned)
-        for request in small:
-            choice = choices.get(request.key)
-            if choice is None:
-                continue
-            book = books.books[choice[0]]
-            gpus = _gpus_on(book, request)
-            cell = choice[1]
-            books.take(request, [(book, gpus)], constant((cell.cpus_per_gpu, cell.mem_gb_per_gpu)))
+        self._place_optimised(books, small, tuned)
         for request in small:
             if request.key not in books.placed:
                 place_tuned(books, request)
@@ -83,6 +75,37 @@ class OptPlacement(_ResourcePlacement):
             return tuned
         return grants
 
+    def optimised(
+        self,
+        servers: list[ServerResources],
+        requests: list[ResourceRequest],
+        start: dict[UnitKey, ResourceGrant] | None = None,
+    ) -> dict[UnitKey, ResourceGrant]:
+        """The MILP's own placement, before any rule of `tune`'s: grants for the units it
+        places on one server each (units larger than every server are left out), optionally
+        starting from the placement `start`."""
+        books = Books(servers)
+        largest = max((len(s.gpus) for s in servers), default=0)
+        self._place_optimised(books, [r for r in requests if r.scale_factor <= largest], start)
+        return books.grants()
+
+    def _place_optimised(
+        self,
+        books: Books,
+        requests: list[ResourceRequest],
+        start: dict[UnitKey, ResourceGrant] | None,
+    ) -> None:
+        """Take, in `books`, the server and cell the MILP chose for each unit it places."""
+        choices = self._choices(books, requests, start)
+        for request in requests:
+            choice = choices.get(request.key)
+            if choice is None:
+                continue
+            book = books.books[choice[0]]
+            gpus = _gpus_on(book, request)
+            cell = choice[1]
+            books.take(request, [(book, gpus)], constant((cell.cpus_per_gpu, cell.mem_gb_per_gpu)))
+
     def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
         return nominal_best_speed(job_type, scale_factor, server)
 
@@ -90,7 +113,7 @@ class OptPlacement(_ResourcePlacement):
         self,
         books: Books,
         requests: list[ResourceRequest],
-        start: dict[UnitKey, ResourceGrant],
+        start: dict[UnitKey, ResourceGrant] | None,
     ) -> dict[UnitKey, Choice]:
         signature = (
             tuple((b.server, len(b.free_gpus), b.free_cpus, b.free_mem) for b in books.books),
