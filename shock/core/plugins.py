@@ -20,6 +20,7 @@ KINDS: dict[str, str] = {
     "adaptation": "register_adaptations",
     "backend": "register_backends",
     "trace format": "register_trace_formats",
+    "solver": "register_solvers",
 }
 
 

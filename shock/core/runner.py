@@ -99,7 +99,7 @@ def build_request(
     if options.partitions > 1:
         policy = PartitionedPolicy(policy, options.partitions, seed=options.seed)
     placement = registry.get("placement", options.placement or preset.placement)
-    solver = SolverSpec(name=options.solver, time_limit_s=options.time_limit_s)
+    solver = SolverSpec(name=options.solver, time_limit_s=options.time_limit_s).resolved(registry)
     solver.check(policy.problem_class, policy.name)
     if trace is None:
         trace_path = options.trace or bundled_trace_path()
