@@ -36,8 +36,6 @@ from shock.core.resource_placement import (
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
 
-# Gavel's order of worker types before any shuffle.
-_GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
 _NO_FRACTION_PRIORITY = 1e9
 SELECTION_RULES = ("deficit", "gavel")
 
@@ -178,8 +176,7 @@ class Mechanism:
                 )
             for gpu in gpus:
                 self.server_of_gpu[gpu] = server.server_id
-        order = [w for w in _GAVEL_TYPE_ORDER if w in self.worker_types]
-        order += [w for w in self.worker_types if w not in order]
+        order = table.fastest_first(self.worker_types)  # Gavel's order before any shuffle
         self._type_order = [self.worker_types.index(w) for w in order]
         self._shuffler = random.Random(config.seed + 5)
         self.active: dict[int, JobState] = {}
