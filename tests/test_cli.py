@@ -103,6 +103,8 @@ BUILT_IN_PLUGINS = [
     ("backend", "simulator"),
     ("trace format", "gavel"),
     ("trace format", "shockwave"),
+    ("solver", "highs"),
+    ("solver", "scip"),
 ]
 
 

@@ -25,22 +25,28 @@ import pyomo.environ as pyo
 import pytest
 from instances import generated_input
 
-import shock.core.solver as solver_module
+import shock.core.pyomo_solver as pyomo_solver_module
 from shock.core.errors import SolverError
 from shock.core.plugins import default_registry
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.pyomo_solver import PyomoSolver
 from shock.core.solver import (
-    SOLVER_CLASSES,
     SolverSpec,
     available_solvers,
-    gurobi_pip_licence_excess,
     solve_pyomo,
     solver_options,
     unavailable_reason,
 )
+from shock.plugins.solvers import ipopt as ipopt_plugin
+from shock.plugins.solvers.gurobi import pip_licence_excess as gurobi_pip_licence_excess
 
 pytestmark = pytest.mark.solvers
 
+# Which problem classes each registered solver plugin takes.
+SOLVER_CLASSES = {
+    name: default_registry().get("solver", name).problem_classes
+    for name in default_registry().names("solver")
+}
 REQUESTED = os.environ.get("SHOCK_TEST_SOLVER", "").strip() or None
 if REQUESTED is not None and REQUESTED not in SOLVER_CLASSES:
     raise ValueError(
@@ -358,8 +364,9 @@ def test_gurobi_beyond_its_pip_licence_is_a_clear_solver_error() -> None:
 
 def hide(monkeypatch: pytest.MonkeyPatch, solver: str) -> None:
     """Make `solver` look uninstalled: its Python module or executable is not found."""
-    module = solver_module._REQUIRED_MODULE.get(solver)
-    executable = solver_module._EXECUTABLE.get(solver)
+    plugin = default_registry().get("solver", solver)
+    assert isinstance(plugin, PyomoSolver)
+    module, executable = plugin.python_module, plugin.executable
     real_find_spec: Callable[..., Any] = importlib.util.find_spec
     real_which: Callable[..., Any] = shutil.which
 
@@ -369,8 +376,8 @@ def hide(monkeypatch: pytest.MonkeyPatch, solver: str) -> None:
     def which(name: str, *args: Any, **kwargs: Any) -> Any:
         return None if name == executable else real_which(name, *args, **kwargs)
 
-    monkeypatch.setattr(solver_module.importlib.util, "find_spec", find_spec)
-    monkeypatch.setattr(solver_module.shutil, "which", which)
+    monkeypatch.setattr(pyomo_solver_module.importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(pyomo_solver_module.shutil, "which", which)
 
 
 INSTALL = {
@@ -410,13 +417,13 @@ def test_ipopt_without_pynumero_asl_says_how_to_build_it(monkeypatch: pytest.Mon
     from pyomo.contrib.pynumero.asl import AmplInterface
 
     monkeypatch.setattr(AmplInterface, "available", classmethod(lambda cls: False))
-    solver_module._pynumero_asl_problem.cache_clear()
+    ipopt_plugin.pynumero_asl_problem.cache_clear()
     try:
         reason = unavailable_reason("ipopt")
         with pytest.raises(SolverError, match="not available") as error:
             solve_pyomo(nlp_model(), SolverSpec(name="ipopt"))
     finally:
         monkeypatch.undo()
-        solver_module._pynumero_asl_problem.cache_clear()
+        ipopt_plugin.pynumero_asl_problem.cache_clear()
     assert reason is not None and "pynumero_ASL" in reason
     assert "pyomo.contrib.pynumero.build" in str(error.value)

@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from shock.cluster.estimates import ThroughputEstimates
 from shock.cluster.journal import Journal, ThroughputRow, WorkerRow
 from shock.cluster.launch import launch_grant
 from shock.cluster.proto import shock_cluster_pb2 as pb
@@ -42,6 +41,7 @@ from shock.core.executor import (
     StrayProgress,
     UnitProgress,
 )
+from shock.core.measured_throughputs import ThroughputEstimates
 from shock.core.model import Cluster, JobSpec, Server, batch_size_of
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
@@ -612,7 +612,7 @@ class ClusterScheduler:
         worker_type = self.workers[run.worker_id].gpu_type
         job_type, scale = job.job_type, job.spec.scale_factor  # keyed by the current batch size
         value = self.estimates.observe(job_type, scale, worker_type, steps_per_s)
-        samples = self.estimates.measured[(job_type, scale, worker_type)][1]
+        samples = self.estimates.reports(job_type, scale, worker_type)
         self.journal.set_throughput(ThroughputRow(job_type, scale, worker_type, value, samples))
         self._new_rates[(job_type, scale, worker_type)] = value
 

@@ -1,8 +1,8 @@
 """Synthetic policy instances and the timing of one allocation (`shock bench`, benchmarks/).
 
 An instance is the state a policy sees in the middle of a busy run: N active single-GPU jobs
-of Gavel's job types, each partly done and arrived some time in the past, on a cluster of
-N/4 GPUs of each of v100, p100 and k80 (at least one of each).
+of the table's job types (Gavel's by default), each partly done and arrived some time in the
+past, on a cluster of N/4 GPUs of each of the table's worker types (at least one of each).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable, default_throughputs
 
-BENCH_WORKER_TYPES = ("k80", "p100", "v100")  # sorted, as the mechanism orders them
 WARM_UP_JOBS = 8
 
 
@@ -33,12 +32,13 @@ def bench_instance(
 
     Job types are drawn uniformly from the table's single-GPU keys (job type, 1). A job's
     total steps are its run time (Gavel's duration model: 60 * 10^U(1.5, 4) s) times its
-    V100 throughput, and steps done a uniform fraction (below 0.95) of that. Its arrival lies
-    in the past: the time its done steps take on its fastest GPU type times U(1, 4) (it
-    shared the cluster), plus up to an hour of queueing; `now` is the latest of those times,
-    and job ids follow arrival order. `jitter` > 0 multiplies every throughput entry by an
-    independent factor in [1 - jitter, 1 + jitter], so that no two jobs are identical (a
-    stand-in for measured, noisy throughputs; policies cannot merge identical jobs then).
+    throughput on the table's fastest worker type (Gavel's: V100), and steps done a uniform
+    fraction (below 0.95) of that. Its arrival lies in the past: the time its done steps take
+    on its fastest GPU type times U(1, 4) (it shared the cluster), plus up to an hour of
+    queueing; `now` is the latest of those times, and job ids follow arrival order.
+    `jitter` > 0 multiplies every throughput entry by an independent factor in
+    [1 - jitter, 1 + jitter], so that no two jobs are identical (a stand-in for measured,
+    noisy throughputs; policies cannot merge identical jobs then).
     """
     if num_jobs < 0:
         raise ValueError("num_jobs must be >= 0")
@@ -47,12 +47,14 @@ def bench_instance(
     job_types = sorted(key[0] for key in table.isolated if key[1] == 1)
     if not job_types:
         raise ShockError("the throughput table has no single-GPU job types")
+    worker_types = table.gpu_types  # sorted, as the mechanism orders them
+    reference = worker_types.index(table.fastest_first()[0])
     chosen = rng.integers(len(job_types), size=num_jobs)
     base = np.array(
-        [[table.throughput(job_types[c], 1, w) for w in BENCH_WORKER_TYPES] for c in chosen]
-    ).reshape(num_jobs, len(BENCH_WORKER_TYPES))
+        [[table.throughput(job_types[c], 1, w) for w in worker_types] for c in chosen]
+    ).reshape(num_jobs, len(worker_types))
     durations = 60.0 * 10.0 ** rng.uniform(1.5, 4.0, size=num_jobs)
-    total_steps = np.maximum(1, (durations * base[:, BENCH_WORKER_TYPES.index("v100")]).astype(int))
+    total_steps = np.maximum(1, (durations * base[:, reference]).astype(int))
     steps_done = np.floor(rng.uniform(0.0, 0.95, size=num_jobs) * total_steps)
     fastest = np.maximum(base.max(axis=1), 1e-9)
     since_arrival = steps_done / fastest * rng.uniform(1.0, 4.0, size=num_jobs)
@@ -78,8 +80,8 @@ def bench_instance(
     return PolicyInput(
         now=now,
         jobs=jobs,
-        worker_types=BENCH_WORKER_TYPES,
-        capacity=np.full(len(BENCH_WORKER_TYPES), float(gpus)),
+        worker_types=worker_types,
+        capacity=np.full(len(worker_types), float(gpus)),
         throughputs=throughputs[order],
         table=table,
     )

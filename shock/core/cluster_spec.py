@@ -1,11 +1,14 @@
-"""Parse `--cluster`: Gavel's `V:P:K` form (`32:0:0`) or `v100=32,p100=4`."""
+"""Parse `--cluster`: Gavel's `V:P:K` form (`32:0:0`) or `v100=32,p100=4`.
+
+The colon form counts GPUs of the bundled Gavel table's worker types, fastest first (V100,
+P100, K80), as Gavel's scripts write clusters.
+"""
 
 from __future__ import annotations
 
 from shock.core.errors import InputError
 from shock.core.model import Cluster
-
-GAVEL_ORDER = ("v100", "p100", "k80")
+from shock.core.throughputs import default_throughputs
 
 
 def parse_cluster(text: str, gpus_per_server: int | dict[str, int] = 1) -> Cluster:
@@ -47,13 +50,17 @@ def parse_prices(text: str) -> dict[str, float]:
 
 
 def _parse_colon_form(text: str) -> dict[str, int]:
+    order = default_throughputs().fastest_first()
     parts = text.split(":")
-    if len(parts) != len(GAVEL_ORDER):
+    if len(parts) != len(order):
+        form = ":".join(w.upper() for w in order)
+        example = f"{order[0]}=32,{order[1]}=4" if len(order) > 1 else f"{order[0]}=32"
         raise InputError(
-            f"'{text}' is not of the form V100:P100:K80 (e.g. 32:0:0) nor v100=32,p100=4",
+            f"'{text}' is not of the form {form} (e.g. 32{':0' * (len(order) - 1)}) "
+            f"nor {example}",
             field="--cluster",
         )
-    return {w: _count(p, w, text) for w, p in zip(GAVEL_ORDER, parts, strict=True)}
+    return {w: _count(p, w, text) for w, p in zip(order, parts, strict=True)}
 
 
 def _parse_named_form(text: str) -> dict[str, int]:

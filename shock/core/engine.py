@@ -34,6 +34,7 @@ from shock.core.executor import (
     RoundPlan,
     RoundReport,
 )
+from shock.core.measured_throughputs import DEFAULT_STEPS_PER_S
 from shock.core.mechanism import Assignment, JobState, Mechanism, MechanismStats, UnitKey
 from shock.core.metrics import JobRecord, RunCounters, compute_metrics
 from shock.core.model import Cluster, JobSpec
@@ -51,8 +52,6 @@ _IDLE_ROUNDS_ALLOWED = 2
 # Builds a named tuple without its Python-level __new__: plans are made for every unit of
 # every round, and this is a third of the cost.
 _new_tuple = tuple.__new__
-# What a measuring executor's job type runs at before any table or measurement says.
-DEFAULT_STEPS_PER_S = 1.0
 
 
 class _Hooks:

@@ -59,6 +59,11 @@ def register_trace_formats(register: Register) -> None:
     """Register `shock.core.trace.TraceFormat` instances."""
 
 
+@hookspec
+def register_solvers(register: Register) -> None:
+    """Register `shock.core.solver.Solver` instances (`--solver NAME`)."""
+
+
 # Observer events.
 
 

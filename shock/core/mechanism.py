@@ -18,6 +18,11 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
+from shock.core.allocation_check import (
+    allocate_checked,
+    check_placement,
+    check_resource_placement,
+)
 from shock.core.errors import InputError
 from shock.core.model import Cluster, JobSpec
 from shock.core.placement import Placement, PlacementRequest
@@ -31,8 +36,6 @@ from shock.core.resource_placement import (
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
 
-# Gavel's order of worker types before any shuffle.
-_GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
 _NO_FRACTION_PRIORITY = 1e9
 SELECTION_RULES = ("deficit", "gavel")
 
@@ -173,8 +176,7 @@ class Mechanism:
                 )
             for gpu in gpus:
                 self.server_of_gpu[gpu] = server.server_id
-        order = [w for w in _GAVEL_TYPE_ORDER if w in self.worker_types]
-        order += [w for w in self.worker_types if w not in order]
+        order = table.fastest_first(self.worker_types)  # Gavel's order before any shuffle
         self._type_order = [self.worker_types.index(w) for w in order]
         self._shuffler = random.Random(config.seed + 5)
         self.active: dict[int, JobState] = {}
@@ -310,7 +312,7 @@ class Mechanism:
             return False
         self._reset_time_so_far(now)
         started = time.perf_counter()
-        self.allocation = self.policy.allocate(self._policy_input(now), self.solver)
+        self.allocation = allocate_checked(self.policy, self._policy_input(now), self.solver)
         self.stats.solver_seconds += time.perf_counter() - started
         self.stats.allocations += 1
         rows = {key: row for row, key in enumerate(self.allocation.keys)}
@@ -563,6 +565,7 @@ class Mechanism:
                 for last in (stayed.get(unit.key),)
             ]
             gpus_of = self.placement.place(self.servers_by_column[column], requests)
+            check_placement(self.placement, self.servers_by_column[column], requests, gpus_of)
             for unit in runnable:
                 gpus = gpus_of[unit.key]
                 last = stayed.get(unit.key)
@@ -587,6 +590,7 @@ class Mechanism:
         ]
         placement = cast(ResourcePlacement, self.placement)
         grants = placement.place_with_resources(self.resource_servers[column], requests)
+        check_resource_placement(placement, self.servers_by_column[column], requests, grants)
         placed = []
         for unit in runnable:
             grant = grants.get(unit.key)

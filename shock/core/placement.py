@@ -21,6 +21,9 @@ class Placement(Protocol):
     # True when a request whose previous GPUs are all free always keeps them; the mechanism
     # then skips the call in rounds where every unit of a worker type ran there last round.
     extends_leases: bool
+    # Optional: the presets (`--preset`) that run with this placement unless `--placement`
+    # says otherwise; at most one installed placement may name a preset.
+    #     default_for_presets: tuple[str, ...]
 
     def place(
         self, servers: list[list[int]], requests: list[PlacementRequest]

@@ -21,6 +21,7 @@ KINDS: dict[str, str] = {
     "adaptation rules": "register_adaptation_rules",
     "backend": "register_backends",
     "trace format": "register_trace_formats",
+    "solver": "register_solvers",
 }
 
 

@@ -1,10 +1,19 @@
-"""Named bundles of simulator semantics (`--preset`)."""
+"""Named bundles of simulator semantics (`--preset`).
+
+A preset names no placement: the placement plugin that declares the preset in its
+`default_for_presets` is the one it runs with unless `--placement` says otherwise
+(`placement_for_preset`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from shock.core.errors import UnknownPluginError
+from shock.core.errors import ShockError, UnknownPluginError
+
+if TYPE_CHECKING:
+    from shock.core.plugins import PluginRegistry
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,7 +23,6 @@ class Preset:
     round_length_s: float
     min_allocation_interval_s: float
     hold_unallocated_jobs: bool
-    placement: str
     placement_sensitive: bool
     gpus_per_server: int
     selection: str
@@ -51,7 +59,6 @@ PRESETS = {
         round_length_s=360.0,
         min_allocation_interval_s=0.0,
         hold_unallocated_jobs=False,
-        placement="consolidated",
         placement_sensitive=True,
         gpus_per_server=8,
         selection="deficit",
@@ -66,7 +73,6 @@ PRESETS = {
         round_length_s=360.0,
         min_allocation_interval_s=1920.0,
         hold_unallocated_jobs=True,
-        placement="first_fit",
         placement_sensitive=False,
         gpus_per_server=1,
         selection="gavel",
@@ -86,7 +92,6 @@ PRESETS = {
         min_allocation_interval_s=1000.0,
         hold_unallocated_jobs=True,
         reallocate_on_batch_size_change=False,
-        placement="first_fit",
         placement_sensitive=False,
         gpus_per_server=1,
         selection="gavel",
@@ -109,7 +114,6 @@ PRESETS = {
         round_length_s=300.0,
         min_allocation_interval_s=0.0,
         hold_unallocated_jobs=False,
-        placement="proportional",
         placement_sensitive=False,
         gpus_per_server=8,
         selection="deficit",
@@ -127,3 +131,23 @@ def get_preset(name: str) -> Preset:
         return PRESETS[name]
     except KeyError:
         raise UnknownPluginError("preset", name, list(PRESETS)) from None
+
+
+def placement_for_preset(preset: str, registry: PluginRegistry) -> Any:
+    """The placement a preset runs with when `--placement` is not given: the one registered
+    placement that lists the preset in its `default_for_presets`. None or several is an error
+    that says to pick one with `--placement`; no order of plugins decides."""
+    claimants = [
+        row
+        for row in registry.listing()
+        if row.kind == "placement" and preset in getattr(row.obj, "default_for_presets", ())
+    ]
+    if len(claimants) == 1:
+        return claimants[0].obj
+    choose = f"choose one with --placement ({', '.join(registry.names('placement'))})"
+    if not claimants:
+        raise ShockError(f"no installed placement is the default for preset '{preset}'; {choose}")
+    names = ", ".join(f"'{row.name}' (from {row.provider})" for row in claimants)
+    raise ShockError(
+        f"placements {names} each declare they are the default for preset '{preset}'; {choose}"
+    )

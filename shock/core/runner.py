@@ -14,13 +14,12 @@ from shock.core.mechanism import MechanismConfig
 from shock.core.partition import PartitionedPolicy
 from shock.core.plugins import PluginRegistry, default_registry
 from shock.core.policy_options import parse_policy_options
-from shock.core.presets import get_preset
+from shock.core.presets import get_preset, placement_for_preset
 from shock.core.results import RunResult
 from shock.core.run import ADAPTATION_RULES, ClusterRuntime, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs, load_throughputs
-from shock.core.trace import Trace, read_trace
-from shock.resources.throughputs import synergy_throughput_table
+from shock.core.trace import Trace, default_throughputs_for, read_trace
 
 DEFAULT_TRACE = "max_min_fairness.trace"
 # Gavel's physical cluster: 8 V100, 16 P100 and 24 K80 GPUs.
@@ -98,8 +97,11 @@ def build_request(
         )
     if options.partitions > 1:
         policy = PartitionedPolicy(policy, options.partitions, seed=options.seed)
-    placement = registry.get("placement", options.placement or preset.placement)
-    solver = SolverSpec(name=options.solver, time_limit_s=options.time_limit_s)
+    if options.placement:
+        placement = registry.get("placement", options.placement)
+    else:
+        placement = placement_for_preset(preset.name, registry)
+    solver = SolverSpec(name=options.solver, time_limit_s=options.time_limit_s).resolved(registry)
     solver.check(policy.problem_class, policy.name)
     if trace is None:
         trace_path = options.trace or bundled_trace_path()
@@ -113,10 +115,10 @@ def build_request(
     cluster = cluster_from_option(options.cluster, gpus_per_server)
     if options.throughputs:
         table = load_throughputs(options.throughputs)
-    elif trace.format == "synergy":
-        table = synergy_throughput_table(trace.jobs, cluster.worker_types, default_throughputs())
     else:
-        table = default_throughputs()
+        table = default_throughputs_for(
+            trace, registry, cluster.worker_types, default_throughputs()
+        )
     unknown = [w for w in cluster.worker_types if w not in table.worker_types]
     if unknown:
         raise InputError(
@@ -149,7 +151,9 @@ def build_request(
             f"'{options.adaptation_rules}' is not one of {', '.join(ADAPTATION_RULES)}",
             field="--adaptation-rules",
         )
-    if options.adaptation_rules != "profile" and options.backend != "simulator":
+    backend = registry.get("backend", options.backend)
+    # A backend that runs real jobs declares `simulates_jobs = False`.
+    if options.adaptation_rules != "profile" and not getattr(backend, "simulates_jobs", True):
         # Real jobs change their batch size by their own Accordion/GNS logic.
         raise InputError(
             "applies to the simulator only; real jobs adapt by themselves",

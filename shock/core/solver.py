@@ -1,271 +1,188 @@
-"""Solver selection and solving, in one place for every optimisation policy.
+"""The run-time solver choice (`--solver`), the solver plugin type, and solving a Pyomo model.
 
-Policies write Pyomo models (readable, any solver) and, where it pays, a matrix form of the
-same LP that is handed to HiGHS directly (no modelling overhead per round). Both are
-verified to agree in the tests.
+Policies write Pyomo models (readable, any solver); which solvers exist is up to the plugins
+of kind "solver" (`register_solvers`). Solving, status checks, time limits and fallbacks live
+here, not in each policy. LPs re-solved every round may also go to highspy directly
+(`shock.core.matrix_lp`) when the chosen solver plugin declares it is HiGHS.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import math
-import os
-import shutil
-import sys
-from dataclasses import dataclass, field
-from functools import cache
-from typing import Any
-
-import numpy as np
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from shock.core.errors import SolverError
 from shock.core.policy import ProblemClass
 
-# Which problem classes each solver takes.
-SOLVER_CLASSES: dict[str, frozenset[ProblemClass]] = {
-    "highs": frozenset({ProblemClass.LP, ProblemClass.MILP}),
-    "gurobi": frozenset({ProblemClass.LP, ProblemClass.MILP, ProblemClass.NLP}),
-    "scip": frozenset({ProblemClass.LP, ProblemClass.MILP, ProblemClass.NLP}),
-    "ipopt": frozenset({ProblemClass.LP, ProblemClass.NLP}),
-    "cbc": frozenset({ProblemClass.LP, ProblemClass.MILP}),
-    "glpk": frozenset({ProblemClass.LP, ProblemClass.MILP}),
-}
-# The Pyomo interface each solver is driven through (`pyomo help --solvers` lists them).
-_PYOMO_SOLVER = {
-    "highs": "appsi_highs",
-    "gurobi": "gurobi_direct",
-    "scip": "scip_direct",  # Pyomo's pyscipopt interface
-    "ipopt": "cyipopt",  # Pyomo's PyNumero interface to cyipopt (needs pynumero_ASL)
-    "cbc": "cbc",  # the cbc executable
-    "glpk": "glpk",  # the glpsol executable
-}
-# The Python module (or, for cbc/glpk, the executable on PATH) each solver needs.
-_REQUIRED_MODULE = {
-    "highs": "highspy",
-    "gurobi": "gurobipy",
-    "scip": "pyscipopt",
-    "ipopt": "cyipopt",
-}
-_EXECUTABLE = {"cbc": "cbc", "glpk": "glpsol"}
+if TYPE_CHECKING:
+    from shock.core.plugins import PluginRegistry
 
-_PYNUMERO_BUILD = (
-    "apt-get install cmake g++ libamplsolver-dev && python -m pyomo.contrib.pynumero.build "
-    "-DASL_INCLUDE_DIR=/usr/include/ampl-netlib-solvers "
-    "-DASL_LIBRARY=/usr/lib/x86_64-linux-gnu/libamplsolver.so -DBUILD_AMPLASL_IF_NEEDED=OFF"
-)
-_INSTALL_HINT = {
-    "highs": "pip install highspy",
-    "gurobi": (
-        "pip install 'shock[gurobi]' (gurobipy; its bundled licence takes at most 2000 "
-        "variables and 2000 constraints, a full Gurobi licence lifts the limit)"
-    ),
-    "scip": "pip install 'shock[scip]' (pyscipopt)",
-    "ipopt": (
-        "pip install 'shock[ipopt]' (cyipopt-wheels bundles Ipopt), then build Pyomo's "
-        f"PyNumero ASL library: {_PYNUMERO_BUILD}"
-    ),
-    "cbc": "apt-get install coinor-cbc",
-    "glpk": "apt-get install glpk-utils",
-}
-# Gurobi's pip licence (SIZE_LIMIT_EXCEEDED, error 10010 in gurobipy).
-GUROBI_PIP_LIMITS = {"variables": 2000, "constraints": 2000, "nonlinear_variables": 200}
+DEFAULT_SOLVER = "highs"
+
+
+class Solver:
+    """A solver plugin: one solver, driven through Pyomo.
+
+    Register an instance with `register_solvers`. Only `solve` must be written; the
+    other members have defaults. `shock.core.pyomo_solver.PyomoSolver` implements them all
+    for a solver with a Pyomo interface.
+    """
+
+    name: str = ""
+    description: str = ""
+    # The problem classes it takes (LP, MILP, NLP); policies of other classes are refused.
+    problem_classes: frozenset[ProblemClass] = frozenset({ProblemClass.LP})
+    # True only for a plugin that *is* HiGHS: policies may then solve their matrix-form LPs
+    # and MILPs with shock's direct highspy path instead of a Pyomo model.
+    highspy_fast_path: bool = False
+    # A 'feasible' termination counts as optimal (Ipopt's acceptable tolerance level).
+    feasible_is_optimal: bool = False
+
+    def unavailable_reason(self) -> str | None:
+        """Why it cannot run here, with how to fix it; None when it can. Cheap to call: no
+        heavy imports, no solve."""
+        return None
+
+    def is_absent(self) -> bool:
+        """Whether it is not installed at all (rather than installed but unable to run)."""
+        return False
+
+    def options(self, spec: SolverSpec) -> dict[str, Any]:
+        """The options a solve hands the solver, under the solver's own option names."""
+        return dict(spec.options)
+
+    def solve(self, model: Any, spec: SolverSpec) -> Any:
+        """Solve the Pyomo model without loading the solution; return Pyomo's results
+        object (`solver.termination_condition`, `solver.status`, `solution`)."""
+        raise NotImplementedError(f"solver plugin '{self.name}' does not implement solve")
+
+    def explain_failure(self, model: Any, exc: Exception) -> str | None:
+        """A better message than the exception's for a failed solve, or None."""
+        return None
 
 
 @dataclass(frozen=True, slots=True)
 class SolverSpec:
     """The run-time solver choice (`--solver`)."""
 
-    name: str = "highs"
+    name: str = DEFAULT_SOLVER
     time_limit_s: float | None = None
     mip_gap: float | None = None
     # Use a policy's direct matrix path for HiGHS where it has one (same problem, less overhead).
     fast_path: bool = True
     options: dict[str, Any] = field(default_factory=dict)
+    # The plugin, when the spec was resolved from a registry (`resolved`); otherwise the
+    # installed plugin of that name is looked up when needed.
+    plugin: Solver | None = field(default=None, compare=False, repr=False)
+
+    def solver(self) -> Solver:
+        """The solver plugin this spec names; SolverError when none is installed."""
+        return self.plugin if self.plugin is not None else find_solver(self.name)
+
+    def resolved(self, registry: PluginRegistry) -> SolverSpec:
+        """This spec with its plugin looked up in `registry`."""
+        return replace(self, plugin=find_solver(self.name, registry))
 
     def check(self, problem_class: ProblemClass, policy: str) -> None:
         if problem_class is ProblemClass.HEURISTIC:
             return
-        classes = SOLVER_CLASSES.get(self.name)
-        if classes is None:
-            raise SolverError(
-                f"unknown solver '{self.name}'; valid solvers: {', '.join(sorted(SOLVER_CLASSES))}"
-            )
-        if problem_class not in classes:
+        solver = self.solver()
+        if problem_class not in solver.problem_classes:
             raise SolverError(
                 f"solver '{self.name}' cannot solve {problem_class.value} problems "
-                f"(policy '{policy}'); it takes {_accepted(self.name)}"
+                f"(policy '{policy}'); it takes {accepted_classes(solver)}"
             )
-        reason = unavailable_reason(self.name)
+        reason = solver.unavailable_reason()
         if reason is not None:
-            state = "is not installed" if _absent(self.name) else "cannot run here"
+            state = "is not installed" if solver.is_absent() else "cannot run here"
             raise SolverError(f"solver '{self.name}' {state}: {reason}")
+
+    def takes(self, problem_class: ProblemClass) -> bool:
+        """Whether the solver takes problems of this class."""
+        return problem_class in self.solver().problem_classes
 
     @property
     def uses_fast_path(self) -> bool:
-        return self.fast_path and self.name == "highs"
+        return self.fast_path and self.solver().highspy_fast_path
 
 
-def _accepted(name: str) -> str:
-    return "/".join(sorted(c.value for c in SOLVER_CLASSES[name]))
+def find_solver(name: str, registry: PluginRegistry | None = None) -> Solver:
+    """The installed solver plugin `name`; SolverError listing the installed ones if none."""
+    if registry is None:
+        from shock.core.plugins import default_registry
+
+        registry = default_registry()
+    if name not in registry.names("solver"):
+        installed = ", ".join(registry.names("solver")) or "(none)"
+        raise SolverError(
+            f"unknown solver '{name}'; installed solvers: {installed} (`shock plugins` lists "
+            "them; a solver plugin package adds more)"
+        )
+    solver: Solver = registry.get("solver", name)
+    return solver
 
 
-def unavailable_reason(name: str) -> str | None:
+def accepted_classes(solver: Solver) -> str:
+    return "/".join(sorted(c.value for c in solver.problem_classes))
+
+
+def unavailable_reason(name: str, registry: PluginRegistry | None = None) -> str | None:
     """Why solver `name` cannot run here, with how to fix it; None when it can."""
-    if name not in SOLVER_CLASSES:
-        return f"unknown solver; valid solvers: {', '.join(sorted(SOLVER_CLASSES))}"
-    if _absent(name):
-        if name in _EXECUTABLE:
-            return f"no '{_EXECUTABLE[name]}' executable on PATH; {_INSTALL_HINT[name]}"
-        return f"Python module '{_REQUIRED_MODULE[name]}' not found; {_INSTALL_HINT[name]}"
-    if name == "gurobi":
-        return _gurobi_licence_problem()
-    if name == "ipopt":
-        return _pynumero_asl_problem()
-    return None
-
-
-def _absent(name: str) -> bool:
-    """Whether a known solver's Python module (or, for cbc/glpk, its executable) is missing."""
-    if name in _EXECUTABLE:
-        return shutil.which(_EXECUTABLE[name]) is None
-    return importlib.util.find_spec(_REQUIRED_MODULE[name]) is None
-
-
-def is_installed(name: str) -> bool:
-    """Whether a solver can run here: its Python interface (or, for cbc/glpk, its executable),
-    plus Gurobi's licence and, for Ipopt, Pyomo's PyNumero ASL library."""
-    return unavailable_reason(name) is None
-
-
-def available_solvers() -> list[str]:
-    return [name for name in SOLVER_CLASSES if is_installed(name)]
-
-
-@cache
-def _gurobi_licence_problem() -> str | None:
     try:
-        import gurobipy
-
-        env = gurobipy.Env(empty=True)  # silent: no licence banner on stdout
-        env.setParam("OutputFlag", 0)
-        env.start()
-        env.dispose()
-    except Exception as exc:  # GurobiError, or an import failure of the binary module
-        return (
-            f"gurobipy cannot start a Gurobi environment ({exc}); check the licence "
-            "(GRB_LICENSE_FILE) or reinstall with pip install 'shock[gurobi]' for the bundled "
-            "size-limited one"
-        )
-    return None
+        solver = find_solver(name, registry)
+    except SolverError as error:
+        return str(error)
+    return solver.unavailable_reason()
 
 
-@cache
-def _pynumero_asl_problem() -> str | None:
-    try:
-        from pyomo.contrib.pynumero.asl import AmplInterface
-
-        available = bool(AmplInterface.available())
-    except Exception as exc:  # a missing numpy/scipy/packaging, or a broken library
-        return f"Pyomo's PyNumero interface cannot be loaded ({exc}); {_INSTALL_HINT['ipopt']}"
-    if not available:
-        return (
-            "cyipopt is installed, but Pyomo's cyipopt interface also needs the PyNumero ASL "
-            f"library (pynumero_ASL), which is not built; {_PYNUMERO_BUILD}"
-        )
-    return None
+def is_installed(name: str, registry: PluginRegistry | None = None) -> bool:
+    """Whether solver `name` is registered and can run here."""
+    return unavailable_reason(name, registry) is None
 
 
-# Option names per solver: time limit (seconds) and relative MIP gap. Ipopt has no MIP gap
-# (it takes no integer variables).
-_TIME_LIMIT_OPTION = {
-    "highs": "time_limit",
-    "gurobi": "TimeLimit",
-    "scip": "limits/time",
-    # Pyomo's cyipopt interface cannot map Ipopt's max_wall_time stop (KeyError), only this.
-    "ipopt": "max_cpu_time",
-    "cbc": "seconds",
-    "glpk": "tmlim",  # whole seconds
-}
-_MIP_GAP_OPTION = {
-    "highs": "mip_rel_gap",
-    "gurobi": "MIPGap",
-    "scip": "limits/gap",
-    "cbc": "ratioGap",
-    "glpk": "mipgap",
-}
+def available_solvers(registry: PluginRegistry | None = None) -> list[str]:
+    """The registered solvers that can run here."""
+    if registry is None:
+        from shock.core.plugins import default_registry
+
+        registry = default_registry()
+    return [name for name in registry.names("solver") if is_installed(name, registry)]
 
 
 def solver_options(spec: SolverSpec) -> dict[str, Any]:
     """The options `solve_pyomo` hands the solver, under its own option names."""
-    options: dict[str, Any] = {}
-    if spec.name == "highs":
-        # An interior solution of a degenerate LP (the centre of the optimal face) is what
-        # cvxpy/ECOS return in Gavel; simplex would pick an arbitrary vertex instead.
-        options.update(solver="ipm", run_crossover="choose", presolve="off")
-    if spec.name == "ipopt":
-        # Ipopt's defaults (tol 1e-8, bounds relaxed by 1e-8) leave up to ~2e-6 relative error
-        # on the time-fraction LPs; these agree with HiGHS to ~1e-7. A point that reaches only
-        # Ipopt's acceptable tolerances (1e-6) is still accepted.
-        options.update(tol=1e-10, bound_relax_factor=1e-10)
-    if spec.time_limit_s is not None:
-        limit: float | int = float(spec.time_limit_s)
-        if spec.name == "glpk":
-            limit = max(1, math.ceil(limit))  # glpsol takes whole seconds only
-        options[_TIME_LIMIT_OPTION[spec.name]] = limit
-        if spec.name == "cbc":
-            options["timeMode"] = "elapsed"  # wall clock, like every other solver here
-    if spec.mip_gap is not None and spec.name in _MIP_GAP_OPTION:
-        options[_MIP_GAP_OPTION[spec.name]] = float(spec.mip_gap)
-    options.update(spec.options)
-    return options
+    return spec.solver().options(spec)
 
 
 def solve_pyomo(model: Any, spec: SolverSpec) -> None:
     """Solve a Pyomo model in place; raise SolverError unless it is optimal (or, for a model
     with integer variables, a feasible incumbent at a time or iteration limit)."""
-    import pyomo.environ as pyo
     from pyomo.opt import SolverStatus, TerminationCondition
 
     name = spec.name
-    if name not in SOLVER_CLASSES:
-        raise SolverError(
-            f"unknown solver '{name}'; valid solvers: {', '.join(sorted(SOLVER_CLASSES))}"
-        )
-    reason = unavailable_reason(name)
+    solver = spec.solver()
+    reason = solver.unavailable_reason()
     if reason is not None:
         raise SolverError(f"solver '{name}' is not available in this environment: {reason}")
-    if ProblemClass.MILP not in SOLVER_CLASSES[name] and _has_discrete_variables(model):
+    if ProblemClass.MILP not in solver.problem_classes and _has_discrete_variables(model):
         # Ipopt would silently relax integrality.
         raise SolverError(
             f"solver '{name}' cannot solve MILP problems (the model has integer variables); "
-            f"it takes {_accepted(name)}"
+            f"it takes {accepted_classes(solver)}"
         )
-    if name == "highs":
-        quiet_highs_banner()
-    solver = pyo.SolverFactory(_PYOMO_SOLVER[name])
-    if solver is None or not solver.available(exception_flag=False):
-        raise SolverError(
-            f"solver '{name}' is not available in this environment: Pyomo's "
-            f"'{_PYOMO_SOLVER[name]}' interface cannot run it; {_INSTALL_HINT[name]}"
-        )
-    options = solver_options(spec)
     try:
-        if name == "ipopt":
-            # Pyomo's cyipopt interface takes options per solve, not as `solver.options`.
-            result = solver.solve(model, load_solutions=False, options=options)
-        else:
-            for key, value in options.items():
-                solver.options[key] = value
-            result = solver.solve(model, load_solutions=False)
+        result = solver.solve(model, spec)
+    except SolverError:
+        raise
     except Exception as exc:  # solver back-ends raise many exception types
-        raise SolverError(_failure_message(name, model, exc)) from exc
+        raise SolverError(_failure_message(solver, model, exc)) from exc
     condition = result.solver.termination_condition
     status = result.solver.status
     optimal = condition in (
         TerminationCondition.optimal,
         TerminationCondition.locallyOptimal,
         TerminationCondition.globallyOptimal,
-    ) or (name == "ipopt" and condition is TerminationCondition.feasible)  # acceptable level
+    ) or (solver.feasible_is_optimal and condition is TerminationCondition.feasible)
     stopped_early = condition in (
         TerminationCondition.maxTimeLimit,
         TerminationCondition.maxIterations,
@@ -301,34 +218,8 @@ def model_size(model: Any) -> tuple[int, int]:
     return variables, constraints
 
 
-def gurobi_pip_licence_excess(model: Any) -> str | None:
-    """How a Pyomo model exceeds gurobipy's bundled (pip) licence, or None when it fits."""
-    variables, constraints = model_size(model)
-    limits = GUROBI_PIP_LIMITS
-    if variables > limits["variables"] or constraints > limits["constraints"]:
-        return (
-            f"{variables} variables and {constraints} constraints (gurobipy's pip licence "
-            f"takes at most {limits['variables']} variables and {limits['constraints']} "
-            "constraints)"
-        )
-    if variables > limits["nonlinear_variables"] and _is_nonlinear(model):
-        return (
-            f"{variables} variables and non-linear terms (gurobipy's pip licence takes at "
-            f"most {limits['nonlinear_variables']} variables when any term is non-linear)"
-        )
-    return None
-
-
-def _has_discrete_variables(model: Any) -> bool:
-    import pyomo.environ as pyo
-
-    return any(
-        not var.fixed and (var.is_integer() or var.is_binary())
-        for var in model.component_data_objects(pyo.Var, descend_into=True)
-    )
-
-
-def _is_nonlinear(model: Any) -> bool:
+def is_nonlinear(model: Any) -> bool:
+    """Whether any active constraint or objective of a Pyomo model has non-linear terms."""
     import pyomo.environ as pyo
 
     for constraint in model.component_data_objects(pyo.Constraint, active=True):
@@ -340,186 +231,22 @@ def _is_nonlinear(model: Any) -> bool:
     return False
 
 
-def _failure_message(name: str, model: Any, exc: Exception) -> str:
-    if ProblemClass.NLP not in SOLVER_CLASSES[name] and _is_nonlinear(model):
-        return (
-            f"solver '{name}' cannot solve NLP problems (the model has non-linear terms); "
-            f"it takes {_accepted(name)}"
-        )
-    if name == "gurobi" and (
-        getattr(exc, "errno", None) == 10010 or "size-limited" in str(exc).lower()
-    ):
-        excess = gurobi_pip_licence_excess(model) or "a model beyond the licence's size limits"
-        return (
-            f"solver 'gurobi' failed: {exc}. This model has {excess}. Use a full Gurobi "
-            "licence or another solver (e.g. --solver highs)"
-        )
-    return f"solver '{name}' failed: {type(exc).__name__}: {exc}"
-
-
-@dataclass(frozen=True, slots=True)
-class MatrixLP:
-    """min c.x  s.t.  row_lower <= A x <= row_upper,  col_lower <= x <= col_upper.
-
-    `A` is given column-wise (CSC: start, index, value) as HiGHS takes it.
-    """
-
-    cost: np.ndarray
-    col_lower: np.ndarray
-    col_upper: np.ndarray
-    row_lower: np.ndarray
-    row_upper: np.ndarray
-    a_start: np.ndarray
-    a_index: np.ndarray
-    a_value: np.ndarray
-
-
-_HIGHS_INSTANCES: dict[tuple[object, ...], Any] = {}
-
-
-@cache
-def quiet_highs_banner() -> None:
-    """HiGHS prints a banner on stdout when a process makes its first instance, before any
-    option can turn output off. Make that first instance with stdout pointed at /dev/null, so
-    shock's own output (tables, piped documents) stays clean; later instances print nothing."""
-    import highspy
-
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no stdout at all: nothing to keep clean
-        highspy.Highs()
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-
-
-def new_highs() -> Any:
-    """A silent HiGHS instance."""
-    import highspy
-
-    quiet_highs_banner()
-    highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
-    return highs
-
-
-def _highs_for(spec: SolverSpec, mip: bool = False) -> Any:
-    """One HiGHS instance per option set, reused: creating one costs as much as a small solve.
-    LPs get interior point without presolve; MILPs HiGHS' own defaults."""
-    key = (mip, spec.time_limit_s, spec.mip_gap, tuple(sorted(spec.options.items())))
-    highs = _HIGHS_INSTANCES.get(key)
-    if highs is None:
-        highs = new_highs()
-        if not mip:
-            # The centre of the optimal face, like Gavel's cvxpy/ECOS, not an arbitrary vertex.
-            highs.setOptionValue("solver", "ipm")
-            highs.setOptionValue("run_crossover", "choose")
-            # Presolve costs more than it saves on these small LPs (same solution without it).
-            highs.setOptionValue("presolve", "off")
-        if spec.time_limit_s is not None:
-            highs.setOptionValue("time_limit", float(spec.time_limit_s))
-        if spec.mip_gap is not None:
-            highs.setOptionValue("mip_rel_gap", float(spec.mip_gap))
-        for option, value in spec.options.items():
-            highs.setOptionValue(option, value)
-        _HIGHS_INSTANCES[key] = highs
-    return highs
-
-
-def highs_lp(lp: MatrixLP) -> Any:
-    """The LP as a highspy.HighsLp (for a HiGHS instance driven directly)."""
-    import highspy
-
-    model = highspy.HighsLp()
-    model.num_col_ = len(lp.cost)
-    model.num_row_ = len(lp.row_lower)
-    model.col_cost_ = lp.cost
-    model.col_lower_ = lp.col_lower
-    model.col_upper_ = lp.col_upper
-    model.row_lower_ = lp.row_lower
-    model.row_upper_ = lp.row_upper
-    model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    model.a_matrix_.start_ = lp.a_start
-    model.a_matrix_.index_ = lp.a_index
-    model.a_matrix_.value_ = lp.a_value
-    return model
-
-
-def solve_matrix_lp(lp: MatrixLP, spec: SolverSpec) -> np.ndarray:
-    """Solve an LP with HiGHS' interior-point method and return x (crossover runs only when
-    the interior point is imprecise, so the solution stays inside the optimal face)."""
-    import highspy
-
-    highs = _highs_for(spec)
-    highs.passModel(highs_lp(lp))
-    highs.run()
-    status = highs.getModelStatus()
-    if status != highspy.HighsModelStatus.kOptimal:
-        raise SolverError(f"HiGHS ended with {highs.modelStatusToString(status)}")
-    return np.asarray(highs.getSolution().col_value)
-
-
-def solve_matrix_milp(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np.ndarray:
-    """Solve a MILP (columns where `integer` is true are integers) given in matrix form:
-    HiGHS directly (its fast path), otherwise through a Pyomo model of the same matrix. Returns
-    an optimal solution, or the incumbent when a time limit stops the search; raises
-    SolverError when there is none (infeasible, or no incumbent in time)."""
-    if not spec.uses_fast_path:
-        return _solve_matrix_with_pyomo(lp, integer, spec)
-    import highspy
-
-    highs = _highs_for(spec, mip=True)
-    model = highs_lp(lp)
-    kinds = highspy.HighsVarType
-    model.integrality_ = [kinds.kInteger if i else kinds.kContinuous for i in integer]
-    highs.passModel(model)
-    highs.run()
-    status = highs.getModelStatus()
-    solution = highs.getSolution()
-    has_point = bool(solution.value_valid)
-    if status == highspy.HighsModelStatus.kOptimal or (
-        status == highspy.HighsModelStatus.kTimeLimit and has_point
-    ):
-        return np.asarray(solution.col_value)
-    raise SolverError(f"HiGHS ended with {highs.modelStatusToString(status)}")
-
-
-def _solve_matrix_with_pyomo(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np.ndarray:
+def _has_discrete_variables(model: Any) -> bool:
     import pyomo.environ as pyo
 
-    n = len(lp.cost)
-    model = pyo.ConcreteModel()
-    model.x = pyo.Var(range(n))
-    for j in range(n):
-        var = model.x[j]
-        var.domain = pyo.Integers if integer[j] else pyo.Reals
-        var.setlb(None if math.isinf(lp.col_lower[j]) else float(lp.col_lower[j]))
-        var.setub(None if math.isinf(lp.col_upper[j]) else float(lp.col_upper[j]))
-    rows: list[list[tuple[int, float]]] = [[] for _ in range(len(lp.row_lower))]
-    for j in range(n):
-        for k in range(int(lp.a_start[j]), int(lp.a_start[j + 1])):
-            rows[int(lp.a_index[k])].append((j, float(lp.a_value[k])))
-    model.rows = pyo.ConstraintList()
-    for r, terms in enumerate(rows):
-        body = sum(value * model.x[j] for j, value in terms)
-        lower, upper = lp.row_lower[r], lp.row_upper[r]
-        model.rows.add(
-            pyo.inequality(
-                None if math.isinf(lower) else float(lower),
-                body,
-                None if math.isinf(upper) else float(upper),
-            )
-        )
-    model.objective = pyo.Objective(
-        expr=sum(float(c) * model.x[j] for j, c in enumerate(lp.cost) if c != 0),
-        sense=pyo.minimize,
+    return any(
+        not var.fixed and (var.is_integer() or var.is_binary())
+        for var in model.component_data_objects(pyo.Var, descend_into=True)
     )
-    solve_pyomo(model, spec)
-    return np.array([pyo.value(model.x[j]) for j in range(n)], dtype=float)
+
+
+def _failure_message(solver: Solver, model: Any, exc: Exception) -> str:
+    if ProblemClass.NLP not in solver.problem_classes and is_nonlinear(model):
+        return (
+            f"solver '{solver.name}' cannot solve NLP problems (the model has non-linear "
+            f"terms); it takes {accepted_classes(solver)}"
+        )
+    explained = solver.explain_failure(model, exc)
+    if explained is not None:
+        return explained
+    return f"solver '{solver.name}' failed: {type(exc).__name__}: {exc}"

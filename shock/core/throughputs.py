@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -17,6 +18,8 @@ from pathlib import Path
 from shock.core.errors import InputError
 
 JobKey = tuple[str, int]
+# Gavel's tables measure gangs spread over servers under `<type>_unconsolidated`.
+UNCONSOLIDATED = "_unconsolidated"
 
 
 @dataclass(slots=True)
@@ -26,6 +29,10 @@ class ThroughputTable:
     isolated: dict[JobKey, dict[str, float]] = field(default_factory=dict)
     pairs: dict[tuple[JobKey, JobKey], dict[str, tuple[float, float]]] = field(default_factory=dict)
     source: str = "<memory>"
+    # Worker types fastest first where the throughputs cannot tell (a table derived from
+    # another, with equal throughputs on every type, keeps its source's order); see
+    # `fastest_first`.
+    ranking: tuple[str, ...] = ()
 
     @property
     def worker_types(self) -> tuple[str, ...]:
@@ -33,6 +40,28 @@ class ThroughputTable:
         for per_type in self.isolated.values():
             types.update(per_type)
         return tuple(sorted(types))
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        """The worker types, without the `<type>_unconsolidated` variants, sorted by name."""
+        return tuple(w for w in self.worker_types if not w.endswith(UNCONSOLIDATED))
+
+    def fastest_first(self, worker_types: Iterable[str] | None = None) -> tuple[str, ...]:
+        """`worker_types` (default: `gpu_types`) fastest first, by the mean log throughput
+        over the job keys measured on all of them; ties keep `ranking`'s order, then name
+        order. Types the table does not have come last, by name. For Gavel's table: v100,
+        p100, k80."""
+        types = self.gpu_types if worker_types is None else tuple(worker_types)
+        known = [w for w in types if w in self.worker_types]
+        common = [
+            per_type
+            for per_type in self.isolated.values()
+            if all(per_type.get(w, 0.0) > 0 for w in known)
+        ]
+        speed = {w: sum(math.log(per_type[w]) for per_type in common) for w in known}
+        rank = {w: i for i, w in enumerate(self.ranking)}
+        ordered = sorted(known, key=lambda w: (-speed[w], rank.get(w, len(rank)), w))
+        return (*ordered, *sorted(w for w in types if w not in speed))
 
     def has(self, job_type: str, scale_factor: int) -> bool:
         return (job_type, scale_factor) in self.isolated

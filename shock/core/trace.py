@@ -12,6 +12,7 @@ from shock.core.model import JobSpec
 
 if TYPE_CHECKING:
     from shock.core.plugins import PluginRegistry
+    from shock.core.throughputs import ThroughputTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,32 @@ class TraceFormat(Protocol):
     def read(self, path: Path) -> Trace: ...
 
     def write(self, jobs: Sequence[JobSpec], path: Path) -> None: ...
+
+    # Optional: a format whose job types Gavel's bundled table does not describe supplies
+    # the table its traces run with when the user gives none (`--throughputs`):
+    #
+    #     def default_throughputs(
+    #         self, trace: Trace, worker_types: tuple[str, ...], base: ThroughputTable
+    #     ) -> ThroughputTable: ...
+    #
+    # `base` is the table used otherwise (Gavel's); `worker_types` the cluster's.
+
+
+def default_throughputs_for(
+    trace: Trace,
+    registry: PluginRegistry,
+    worker_types: tuple[str, ...],
+    base: ThroughputTable,
+) -> ThroughputTable:
+    """The table a trace runs with when none is given: its format's own, if it supplies one
+    (`default_throughputs`), else `base`."""
+    if trace.format not in registry.names("trace format"):
+        return base  # a trace made in memory, of no registered format
+    supply = getattr(registry.get("trace format", trace.format), "default_throughputs", None)
+    if supply is None:
+        return base
+    table: ThroughputTable = supply(trace, worker_types, base)
+    return table
 
 
 def read_trace(path: str | Path, registry: PluginRegistry, format_name: str | None = None) -> Trace:

@@ -25,8 +25,10 @@ def synergy_throughput_table(
     other job types (a Gavel job type written as a Synergy CSV) take `fallback`'s entries. The
     rest stay out, so the mechanism reports them naming their trace line."""
     profiles = synergy_profiles()
-    table = ThroughputTable(source=f"{PROFILE_FILE} iteration times (bundled)")
     types = tuple(worker_types)
+    # Profiles do not depend on the GPU type: the fallback's order of speed stands.
+    ranking = fallback.fastest_first(types) if fallback is not None else ()
+    table = ThroughputTable(source=f"{PROFILE_FILE} iteration times (bundled)", ranking=ranking)
     for job in jobs:
         profile = profiles.get(job.job_type)
         for worker_type in types:

@@ -38,6 +38,8 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 class GrpcBackend:
     name = "grpc"
     description = "real jobs on local worker agents over gRPC (one worker per server)"
+    # Real jobs: progress and batch-size changes come from the jobs, not from a model.
+    simulates_jobs = False
 
     def run(self, request: RunRequest) -> RunResult:
         # Imported here: loading the plugin must not need the cluster extra.

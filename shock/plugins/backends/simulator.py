@@ -93,6 +93,7 @@ class SimulatedExecutor:
 class Simulator:
     name = "simulator"
     description = "fast discrete-event simulator of the round-based mechanism"
+    simulates_jobs = True  # batch sizes follow the run's adaptation rules
 
     def executor(self, request: RunRequest) -> SimulatedExecutor:
         return SimulatedExecutor()

@@ -38,6 +38,8 @@ class FirstFitPlacement:
     name = "first_fit"
     description = "Gavel's placement: keep last round's GPUs, else first free GPUs in order"
     extends_leases = True
+    # Gavel's and Shockwave's simulators place this way.
+    default_for_presets = ("gavel", "shockwave")
 
     def place(
         self, servers: list[list[int]], requests: list[PlacementRequest]
@@ -72,6 +74,7 @@ class ConsolidatedPlacement:
     name = "consolidated"
     description = "keep last round's GPUs, else pack each gang onto as few servers as possible"
     extends_leases = True
+    default_for_presets = ("default",)
 
     def place(
         self, servers: list[list[int]], requests: list[PlacementRequest]

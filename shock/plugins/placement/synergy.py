@@ -43,6 +43,8 @@ class _ResourcePlacement:
 class ProportionalPlacement(_ResourcePlacement):
     name = "proportional"
     description = "GPU-proportional CPUs and memory (Synergy's baseline); gangs consolidated"
+    # Synergy's simulator's baseline.
+    default_for_presets = ("synergy",)
 
     def place_with_resources(
         self, servers: list[ServerResources], requests: list[ResourceRequest]

@@ -42,8 +42,9 @@ import pyomo.environ as pyo
 
 from shock.core.errors import ShockError, SolverError
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
-from shock.core.solver import MatrixLP, SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.core.solver import SolverSpec, solve_pyomo
 from shock.plugins.policies.rate_lp import (
     base_triplets,
     best_solo_rate,

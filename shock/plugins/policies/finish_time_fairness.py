@@ -51,16 +51,10 @@ import pyomo.environ as pyo
 
 from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.matrix_lp import MatrixLP, highs_lp, solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
 from shock.core.policy_state import by_job, job_keyed
-from shock.core.solver import (
-    SOLVER_CLASSES,
-    MatrixLP,
-    SolverSpec,
-    highs_lp,
-    solve_matrix_lp,
-    solve_pyomo,
-)
+from shock.core.solver import SolverSpec, solve_pyomo
 from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.rate_lp import (
     agnostic_throughputs,
@@ -188,7 +182,7 @@ class FinishTimeFairness(Policy):
             x = bisect_matrix(ftf, solver)
         else:
             sub = subproblem(problem, counted, ftf.throughputs)
-            if ProblemClass.NLP in SOLVER_CLASSES.get(solver.name, frozenset()):
+            if solver.takes(ProblemClass.NLP):
                 x = solve_direct(ftf, sub, solver)
             else:
                 x = bisect_pyomo(ftf, sub, solver)

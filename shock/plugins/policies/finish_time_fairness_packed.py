@@ -21,8 +21,9 @@ import numpy as np
 import scipy.sparse as sparse
 
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.matrix_lp import MatrixLP, highs_lp
 from shock.core.policy import Allocation, PolicyInput, ProblemClass, UnitKey
-from shock.core.solver import MatrixLP, SolverSpec, highs_lp
+from shock.core.solver import SolverSpec
 from shock.plugins.policies.finish_time_fairness import (
     FinishTimeFairness,
     FinishTimeProblem,

@@ -14,8 +14,9 @@ import numpy as np
 import pyomo.environ as pyo
 
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
-from shock.core.solver import MatrixLP, SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.core.solver import SolverSpec, solve_pyomo
 from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
 
 

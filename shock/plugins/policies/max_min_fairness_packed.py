@@ -27,8 +27,9 @@ import pyomo.environ as pyo
 import scipy.sparse as sparse
 
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass, UnitKey
-from shock.core.solver import MatrixLP, SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.core.solver import SolverSpec, solve_pyomo
 from shock.plugins.policies.packing import (
     ClassPair,
     JobClass,

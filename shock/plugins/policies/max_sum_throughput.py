@@ -20,8 +20,9 @@ import numpy as np
 import pyomo.environ as pyo
 
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
-from shock.core.solver import MatrixLP, SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.core.solver import SolverSpec, solve_pyomo
 from shock.plugins.policies.rate_lp import (
     base_triplets,
     matrix_lp,

@@ -33,8 +33,9 @@ import numpy as np
 import pyomo.environ as pyo
 
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.matrix_lp import solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
-from shock.core.solver import SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.core.solver import SolverSpec, solve_pyomo
 from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.max_min_fairness import MaxMinFairness
 from shock.plugins.policies.max_min_fairness_packed import MaxMinFairnessPacked

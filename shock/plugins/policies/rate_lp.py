@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from shock.core.matrix_lp import MatrixLP, new_highs
 from shock.core.policy import PolicyInput
-from shock.core.solver import MatrixLP, SolverSpec, new_highs
+from shock.core.solver import SolverSpec
 
 REFERENCE_WORKER_TYPE = "v100"
 

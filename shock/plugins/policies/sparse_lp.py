@@ -14,7 +14,8 @@ import numpy as np
 import pyomo.environ as pyo
 import scipy.sparse as sparse
 
-from shock.core.solver import MatrixLP, SolverSpec, solve_matrix_lp, solve_pyomo
+from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
+from shock.core.solver import SolverSpec, solve_pyomo
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,8 @@ import pyomo.environ as pyo
 import scipy.sparse as sparse
 
 from shock.core.errors import SolverError
-from shock.core.solver import MatrixLP, SolverSpec, highs_lp, solve_pyomo
+from shock.core.matrix_lp import MatrixLP, highs_lp
+from shock.core.solver import SolverSpec, solve_pyomo
 from shock.plugins.policies.rate_lp import simplex_highs
 from shock.plugins.policies.units import Units
 

@@ -1,9 +1,23 @@
-"""Built-in plugin: Synergy's CSV trace format."""
+"""Built-in plugin: Synergy's CSV trace format, with Synergy's throughputs as its default table."""
+
+from __future__ import annotations
 
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.throughputs import ThroughputTable
+from shock.core.trace import Trace
 from shock.traces.synergy import SynergyTraceFormat
+
+
+class SynergyTraces(SynergyTraceFormat):
+    def default_throughputs(
+        self, trace: Trace, worker_types: tuple[str, ...], base: ThroughputTable
+    ) -> ThroughputTable:
+        """Synergy's profiled steps/s for its models; other job types keep `base`'s."""
+        from shock.resources.throughputs import synergy_throughput_table
+
+        return synergy_throughput_table(trace.jobs, worker_types, base)
 
 
 @hookimpl
 def register_trace_formats(register: Register) -> None:
-    register(SynergyTraceFormat())
+    register(SynergyTraces())

@@ -324,16 +324,21 @@ class Shockwave(Policy):
     def _allocation(
         problem: PolicyInput, order: tuple[int, ...], objective: float | None
     ) -> Allocation:
-        """The round's order, and a time fraction of 1 for the jobs it fits (gangs whole)."""
+        """The round's order, and a time fraction of 1 for the jobs it fits (gangs whole),
+        each on its fastest worker type with room left."""
         keys = tuple(job.job_id for job in problem.jobs)
+        row_of = {key: row for row, key in enumerate(keys)}
         gpus = {job.job_id: job.scale_factor for job in problem.jobs}
-        left = int(problem.capacity.sum())
+        left = problem.capacity.astype(int)
         fractions = np.zeros((len(keys), len(problem.worker_types)))
         for job_id in order:
-            if gpus[job_id] <= left:
-                left -= gpus[job_id]
-                row = keys.index(job_id)
-                fractions[row, int(np.argmax(problem.throughputs[row]))] = 1.0
+            row = row_of[job_id]
+            rates = problem.throughputs[row]
+            for column in np.argsort(-rates, kind="stable"):
+                if rates[column] > 0 and gpus[job_id] <= left[column]:
+                    left[column] -= gpus[job_id]
+                    fractions[row, column] = 1.0
+                    break
         return Allocation(keys, problem.worker_types, fractions, objective, order)
 
 

@@ -1,0 +1,209 @@
+"""Plugin output is checked before the mechanism uses it.
+
+A policy's allocation and a placement's GPUs come from plugins; a wrong one must stop the run
+with an error naming the plugin and what is wrong, never be silently misread (a column taken
+for another worker type, a share for another job, two jobs on one GPU). The allocation check
+runs at every allocation of long simulations, so its arithmetic is vectorised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import chain
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from shock.core.errors import ShockError
+from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
+
+if TYPE_CHECKING:
+    from shock.core.solver import SolverSpec
+
+# Solvers stop within ~1e-9 of a bound; this leaves room without hiding a real excess.
+TOLERANCE = 1e-6
+
+
+class PluginOutputError(ShockError):
+    """A plugin returned something the engine cannot use; names the plugin."""
+
+
+class _Request(Protocol):
+    @property
+    def key(self) -> UnitKey: ...
+    @property
+    def scale_factor(self) -> int: ...
+
+
+def allocate_checked(policy: Policy, problem: PolicyInput, solver: SolverSpec) -> Allocation:
+    """The policy's allocation for `problem`, checked (`check_allocation`)."""
+    allocation = policy.allocate(problem, solver)
+    check_allocation(policy.name, problem, allocation)
+    return allocation
+
+
+def check_allocation(policy: str, problem: PolicyInput, allocation: Allocation) -> None:
+    """Raise PluginOutputError unless `allocation` is a usable answer to `problem`: the
+    problem's worker types in its order, active jobs (or pairs of them) once each, a fractions
+    array of matching shape with finite shares >= 0, no unit or job over all of its time, and
+    no worker type given more GPUs than it has."""
+
+    def fail(message: str) -> PluginOutputError:
+        return PluginOutputError(f"policy '{policy}' returned an unusable allocation: {message}")
+
+    worker_types = tuple(allocation.worker_types)
+    if worker_types != problem.worker_types:
+        unknown = [w for w in worker_types if w not in problem.worker_types]
+        if unknown:
+            raise fail(
+                f"unknown worker type(s) {', '.join(map(str, unknown))} (the cluster has "
+                f"{', '.join(problem.worker_types)})"
+            )
+        raise fail(
+            f"worker types ({', '.join(worker_types)}) are not the cluster's "
+            f"({', '.join(problem.worker_types)}, in this order)"
+        )
+    keys = allocation.keys
+    fractions = np.asarray(allocation.fractions)
+    expected = (len(keys), len(worker_types))
+    if fractions.shape != expected:
+        raise fail(
+            f"fractions have shape {fractions.shape}, expected {expected} "
+            f"({len(keys)} keys x {len(worker_types)} worker types)"
+        )
+    gangs, has_pairs = _gang_sizes(keys, problem, fail)
+    if len(keys) == 0:
+        return
+    if not np.issubdtype(fractions.dtype, np.number):
+        raise fail(f"fractions are of type {fractions.dtype}, not numbers")
+    finite = np.isfinite(fractions)
+    if not finite.all():
+        row, column = np.argwhere(~finite)[0]
+        raise fail(
+            f"{_unit(keys[row])} has share {fractions[row, column]} on {worker_types[column]}"
+        )
+    negative = fractions < -TOLERANCE
+    if negative.any():
+        row, column = np.argwhere(negative)[0]
+        raise fail(
+            f"{_unit(keys[row])} has a negative share {fractions[row, column]:.6g} on "
+            f"{worker_types[column]}"
+        )
+    rows = fractions.sum(axis=1)
+    over = rows > 1 + TOLERANCE
+    if over.any():
+        row = int(np.argmax(over))
+        raise fail(f"{_unit(keys[row])} is given {rows[row]:.6g} of its time (at most 1)")
+    used = gangs @ fractions
+    capacity = np.asarray(problem.capacity, dtype=float)
+    crowded = used > capacity + TOLERANCE * np.maximum(1.0, capacity)
+    if crowded.any():
+        column = int(np.argmax(crowded))
+        raise fail(
+            f"worker type {worker_types[column]} is given {used[column]:.6g} GPUs (share x "
+            f"GPUs per unit, summed) but has {capacity[column]:g}"
+        )
+    if has_pairs:
+        _check_time_per_job(keys, rows, fail)
+
+
+def _gang_sizes(
+    keys: Sequence[UnitKey], problem: PolicyInput, fail: Any
+) -> tuple[np.ndarray, bool]:
+    """GPUs each unit takes, and whether there are pairs; fails on a key that is not an
+    active job or a pair of them."""
+    if len(keys) == len(problem.jobs) and keys == tuple(job.job_id for job in problem.jobs):
+        return problem.scale_factors, False  # the common answer: one row per job, in order
+    has_pairs = False
+    gang = {job.job_id: job.scale_factor for job in problem.jobs}
+    sizes = np.empty(len(keys))
+    for row, key in enumerate(keys):
+        if isinstance(key, tuple):
+            if len(key) != 2 or key[0] == key[1]:
+                raise fail(f"key {key!r} is neither a job id nor a pair of two job ids")
+            first, second = (gang.get(member) for member in key)
+            if first is None or second is None:
+                missing = key[0] if first is None else key[1]
+                raise fail(f"pair {key!r} names job {missing!r}, which is not active")
+            if first != second:
+                raise fail(f"pair {key!r} joins jobs of {first} and {second} GPUs")
+            sizes[row] = first
+            has_pairs = True
+            continue
+        size = gang.get(key)
+        if size is None:
+            raise fail(f"job {key!r} is not active (or not a job id)")
+        sizes[row] = size
+    if len(set(keys)) != len(keys):
+        seen: set[UnitKey] = set()
+        for key in keys:
+            if key in seen:
+                raise fail(f"{_unit(key)} has more than one row")
+            seen.add(key)
+    return sizes, has_pairs
+
+
+def _check_time_per_job(keys: Sequence[UnitKey], rows: np.ndarray, fail: Any) -> None:
+    """With pairs, a job's time alone plus in its pairs is at most all of its time."""
+    total: dict[int, float] = {}
+    for key, share in zip(keys, rows.tolist(), strict=True):
+        for member in key if isinstance(key, tuple) else (key,):
+            total[member] = total.get(member, 0.0) + share
+    for job, share in total.items():
+        if share > 1 + TOLERANCE:
+            raise fail(f"job {job} is given {share:.6g} of its time alone and in pairs")
+
+
+def _unit(key: UnitKey) -> str:
+    return f"pair {key!r}" if isinstance(key, tuple) else f"job {key!r}"
+
+
+def check_placement(
+    placement: object,
+    servers: Sequence[Sequence[int]],
+    requests: Sequence[_Request],
+    gpus_of: Mapping[UnitKey, Sequence[int]],
+    every_request: bool = True,
+) -> None:
+    """Raise PluginOutputError unless every requested unit (each placed one, when the
+    placement may leave units out) got as many distinct GPUs of `servers` (the GPUs of one
+    worker type) as it asked for, no GPU twice."""
+    name = getattr(placement, "name", type(placement).__name__)
+
+    def fail(message: str) -> PluginOutputError:
+        return PluginOutputError(
+            f"placement '{name}' returned an unusable placement: {message}"
+        )
+
+    wanted = {request.key: request.scale_factor for request in requests}
+    unknown = [key for key in gpus_of if key not in wanted]
+    if unknown:
+        raise fail(f"{_unit(unknown[0])} was not asked for")
+    if every_request and len(gpus_of) != len(wanted):
+        missing = next(key for key in wanted if key not in gpus_of)
+        raise fail(f"{_unit(missing)} got no GPUs")
+    valid = set(chain.from_iterable(servers))
+    taken: set[int] = set()
+    for key, gpus in gpus_of.items():
+        if len(gpus) != wanted[key]:
+            raise fail(f"{_unit(key)} got {len(gpus)} GPU(s), it needs {wanted[key]}")
+        for gpu in gpus:
+            if gpu not in valid:
+                raise fail(
+                    f"{_unit(key)} got GPU {gpu!r}, which is not one of the GPUs it was given "
+                    "to place on (the worker type's servers)"
+                )
+            if gpu in taken:
+                raise fail(f"GPU {gpu} is given to {_unit(key)} and to another unit")
+            taken.add(gpu)
+
+
+def check_resource_placement(
+    placement: object,
+    servers: Sequence[Sequence[int]],
+    requests: Sequence[_Request],
+    grants: Mapping[UnitKey, Any],
+) -> None:
+    """`check_placement` for a resource-aware placement's grants (it may leave units out)."""
+    gpus_of = {key: grant.gpus for key, grant in grants.items()}
+    check_placement(placement, servers, requests, gpus_of, every_request=False)

@@ -1,0 +1,188 @@
+"""LPs and MILPs in matrix form, and shock's direct highspy path for them.
+
+Policies that re-solve the same kind of LP every round build it as arrays and, when the
+chosen solver plugin declares `highspy_fast_path` (it is HiGHS), drive highspy directly: no
+modelling overhead per round. Any other solver gets the same matrix as a Pyomo model.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from shock.core.errors import SolverError
+from shock.core.solver import SolverSpec, solve_pyomo
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixLP:
+    """min c.x  s.t.  row_lower <= A x <= row_upper,  col_lower <= x <= col_upper.
+
+    `A` is given column-wise (CSC: start, index, value) as HiGHS takes it.
+    """
+
+    cost: np.ndarray
+    col_lower: np.ndarray
+    col_upper: np.ndarray
+    row_lower: np.ndarray
+    row_upper: np.ndarray
+    a_start: np.ndarray
+    a_index: np.ndarray
+    a_value: np.ndarray
+
+
+_HIGHS_INSTANCES: dict[tuple[object, ...], Any] = {}
+
+
+@cache
+def quiet_highs_banner() -> None:
+    """HiGHS prints a banner on stdout when a process makes its first instance, before any
+    option can turn output off. Make that first instance with stdout pointed at /dev/null, so
+    shock's own output (tables, piped documents) stays clean; later instances print nothing."""
+    import highspy
+
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all: nothing to keep clean
+        highspy.Highs()
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def new_highs() -> Any:
+    """A silent HiGHS instance."""
+    import highspy
+
+    quiet_highs_banner()
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    return highs
+
+
+def _highs_for(spec: SolverSpec, mip: bool = False) -> Any:
+    """One HiGHS instance per option set, reused: creating one costs as much as a small solve.
+    LPs get interior point without presolve; MILPs HiGHS' own defaults."""
+    key = (mip, spec.time_limit_s, spec.mip_gap, tuple(sorted(spec.options.items())))
+    highs = _HIGHS_INSTANCES.get(key)
+    if highs is None:
+        highs = new_highs()
+        if not mip:
+            # The centre of the optimal face, like Gavel's cvxpy/ECOS, not an arbitrary vertex.
+            highs.setOptionValue("solver", "ipm")
+            highs.setOptionValue("run_crossover", "choose")
+            # Presolve costs more than it saves on these small LPs (same solution without it).
+            highs.setOptionValue("presolve", "off")
+        if spec.time_limit_s is not None:
+            highs.setOptionValue("time_limit", float(spec.time_limit_s))
+        if spec.mip_gap is not None:
+            highs.setOptionValue("mip_rel_gap", float(spec.mip_gap))
+        for option, value in spec.options.items():
+            highs.setOptionValue(option, value)
+        _HIGHS_INSTANCES[key] = highs
+    return highs
+
+
+def highs_lp(lp: MatrixLP) -> Any:
+    """The LP as a highspy.HighsLp (for a HiGHS instance driven directly)."""
+    import highspy
+
+    model = highspy.HighsLp()
+    model.num_col_ = len(lp.cost)
+    model.num_row_ = len(lp.row_lower)
+    model.col_cost_ = lp.cost
+    model.col_lower_ = lp.col_lower
+    model.col_upper_ = lp.col_upper
+    model.row_lower_ = lp.row_lower
+    model.row_upper_ = lp.row_upper
+    model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    model.a_matrix_.start_ = lp.a_start
+    model.a_matrix_.index_ = lp.a_index
+    model.a_matrix_.value_ = lp.a_value
+    return model
+
+
+def solve_matrix_lp(lp: MatrixLP, spec: SolverSpec) -> np.ndarray:
+    """Solve an LP with HiGHS' interior-point method and return x (crossover runs only when
+    the interior point is imprecise, so the solution stays inside the optimal face)."""
+    import highspy
+
+    highs = _highs_for(spec)
+    highs.passModel(highs_lp(lp))
+    highs.run()
+    status = highs.getModelStatus()
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise SolverError(f"HiGHS ended with {highs.modelStatusToString(status)}")
+    return np.asarray(highs.getSolution().col_value)
+
+
+def solve_matrix_milp(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np.ndarray:
+    """Solve a MILP (columns where `integer` is true are integers) given in matrix form:
+    HiGHS directly (its fast path), otherwise through a Pyomo model of the same matrix. Returns
+    an optimal solution, or the incumbent when a time limit stops the search; raises
+    SolverError when there is none (infeasible, or no incumbent in time)."""
+    if not spec.uses_fast_path:
+        return _solve_matrix_with_pyomo(lp, integer, spec)
+    import highspy
+
+    highs = _highs_for(spec, mip=True)
+    model = highs_lp(lp)
+    kinds = highspy.HighsVarType
+    model.integrality_ = [kinds.kInteger if i else kinds.kContinuous for i in integer]
+    highs.passModel(model)
+    highs.run()
+    status = highs.getModelStatus()
+    solution = highs.getSolution()
+    has_point = bool(solution.value_valid)
+    if status == highspy.HighsModelStatus.kOptimal or (
+        status == highspy.HighsModelStatus.kTimeLimit and has_point
+    ):
+        return np.asarray(solution.col_value)
+    raise SolverError(f"HiGHS ended with {highs.modelStatusToString(status)}")
+
+
+def _solve_matrix_with_pyomo(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np.ndarray:
+    import pyomo.environ as pyo
+
+    n = len(lp.cost)
+    model = pyo.ConcreteModel()
+    model.x = pyo.Var(range(n))
+    for j in range(n):
+        var = model.x[j]
+        var.domain = pyo.Integers if integer[j] else pyo.Reals
+        var.setlb(None if math.isinf(lp.col_lower[j]) else float(lp.col_lower[j]))
+        var.setub(None if math.isinf(lp.col_upper[j]) else float(lp.col_upper[j]))
+    rows: list[list[tuple[int, float]]] = [[] for _ in range(len(lp.row_lower))]
+    for j in range(n):
+        for k in range(int(lp.a_start[j]), int(lp.a_start[j + 1])):
+            rows[int(lp.a_index[k])].append((j, float(lp.a_value[k])))
+    model.rows = pyo.ConstraintList()
+    for r, terms in enumerate(rows):
+        body = sum(value * model.x[j] for j, value in terms)
+        lower, upper = lp.row_lower[r], lp.row_upper[r]
+        model.rows.add(
+            pyo.inequality(
+                None if math.isinf(lower) else float(lower),
+                body,
+                None if math.isinf(upper) else float(upper),
+            )
+        )
+    model.objective = pyo.Objective(
+        expr=sum(float(c) * model.x[j] for j, c in enumerate(lp.cost) if c != 0),
+        sense=pyo.minimize,
+    )
+    solve_pyomo(model, spec)
+    return np.array([pyo.value(model.x[j]) for j in range(n)], dtype=float)
