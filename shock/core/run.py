@@ -60,8 +60,6 @@ class RunConfig:
     adaptation_rules: str = "profile"
 
 
-ADAPTATION_RULES = ("profile", "artifact-simulator")
-
 
 @dataclass(frozen=True, slots=True)
 class RunRequest:

@@ -16,7 +16,7 @@ from shock.core.plugins import PluginRegistry, default_registry
 from shock.core.policy_options import parse_policy_options
 from shock.core.presets import get_preset, placement_for_preset
 from shock.core.results import RunResult
-from shock.core.run import ADAPTATION_RULES, ClusterRuntime, RunConfig, RunRequest
+from shock.core.run import ClusterRuntime, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import Trace, default_throughputs_for, read_trace
@@ -56,7 +56,7 @@ class RunOptions:
     policy_options: tuple[str, ...] = ()
     entities: str | None = None  # "a,b" or a count: jobs assigned round-robin (entities.py)
     entity_weights: str | None = None  # "a=1,b=2"
-    adaptation_rules: str = "profile"  # or "artifact-simulator" (see run.ADAPTATION_RULES)
+    adaptation_rules: str = "profile"  # an "adaptation rules" plugin: or "artifact-simulator"
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -146,9 +146,10 @@ def build_request(
         raise InputError("round length must be > 0", field="--round-length")
     if mechanism.min_allocation_interval_s < 0:
         raise InputError("must be >= 0", field="--min-allocation-interval")
-    if options.adaptation_rules not in ADAPTATION_RULES:
+    rule_sets = registry.names("adaptation rules")
+    if options.adaptation_rules not in rule_sets:
         raise InputError(
-            f"'{options.adaptation_rules}' is not one of {', '.join(ADAPTATION_RULES)}",
+            f"'{options.adaptation_rules}' is not one of {', '.join(rule_sets)}",
             field="--adaptation-rules",
         )
     backend = registry.get("backend", options.backend)
