@@ -56,10 +56,10 @@ from shock.core.hookspecs import hookimpl
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.results import RunResult
-from shock.core.run import ClusterRuntime
 from shock.core.runner import RunOptions, run
 from shock.core.throughputs import ThroughputTable, throughputs_to_dict
 from shock.core.trace import write_trace as save_trace
+from shock.plugins.backends.grpc import GrpcOptions
 
 # Four of Gavel's families, two jobs each. Distinct weights give distinct shares: with equal
 # ones, which of several equally owed jobs runs first is decided by timing noise on a
@@ -307,9 +307,12 @@ def cluster_run(
     trace: str | None = None,
 ) -> RunResult:
     trace = trace or str(write_trace(state_dir.with_suffix(".trace"), jobs))
-    runtime = ClusterRuntime(job_command=job_command, state_dir=str(state_dir),
-                             checkpoint_every_s=args.checkpoint_every)  # fmt: skip
-    return run(replace(options, trace=trace, backend="grpc", cluster_runtime=runtime))
+    local = GrpcOptions(
+        local_workers=args.workers, gpus_per_worker=args.gpus_per_worker,
+        job_command=shlex.join(job_command) if job_command else None, state_dir=state_dir,
+        checkpoint_every=args.checkpoint_every,
+    )  # fmt: skip
+    return run(replace(options, trace=trace, backend="grpc", backend_options=local))
 
 
 def _diff(a: float, b: float) -> float:

@@ -1,28 +1,27 @@
 """The third-party plugin example (examples/shock-example-policy) and in-process plugins.
 
-The CLI tests install the example package into this interpreter (editable, once) so that the
-`shock` entry point it declares is found exactly as a user's `pip install` would make it
-found. The policy's unit tests import the module from the source tree and need no install.
+The CLI tests install the example package into this interpreter (editable, once,
+`example_packages.install_example`) so that the `shock` entry point it declares is found
+exactly as a user's `pip install` would make it found. The policy's unit tests import the
+module from the source tree and need no install.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from example_packages import EXAMPLES, install_example
 
 from shock.core.errors import UnknownPluginError
 from shock.core.hookspecs import Register, hookimpl
@@ -30,93 +29,16 @@ from shock.core.plugins import PluginRegistry, load_plugins
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, ProblemClass
 from shock.core.solver import SolverSpec
 
-EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "shock-example-policy"
+EXAMPLE_DIR = EXAMPLES / "shock-example-policy"
 DISTRIBUTION = "shock-example-policy"
 MODULE = "shock_example_policy"
 POLICY = "example_sjf"
 
 
-# Installing the example.
-
-
-def _distribution_installed() -> bool:
-    """Whether the example's metadata is on sys.path (also after another process installed
-    it: an editable install's import hook only takes effect in interpreters started later)."""
-    try:
-        importlib.metadata.distribution(DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
-
-
-def _builds_editable_without_isolation() -> bool:
-    """Whether this interpreter's setuptools can build a PEP 660 editable wheel by itself:
-    it needs setuptools >= 64, and before 70.1 also the separate `wheel` package."""
-    try:
-        version = importlib.metadata.version("setuptools")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    found = re.match(r"(\d+)\.(\d+)", version)
-    if found is None:
-        return False
-    major_minor = (int(found[1]), int(found[2]))
-    has_wheel = importlib.util.find_spec("wheel") is not None
-    return major_minor >= (70, 1) or (major_minor >= (64, 0) and has_wheel)
-
-
-@contextmanager
-def _install_lock() -> Iterator[None]:
-    """Serialise installs across pytest-xdist workers (each runs this module's fixture)."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no parallel workers to guard against
-        yield
-        return
-    lock_path = Path(tempfile.gettempdir()) / "shock-example-policy-install.lock"
-    with lock_path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 @pytest.fixture(scope="module")
 def example_installed() -> None:
     """The example package is installed in this interpreter (installs it if it is not)."""
-    if importlib.util.find_spec(MODULE) is not None:
-        return
-    if importlib.util.find_spec("pip") is None:
-        pytest.skip(f"pip is not available in {sys.executable}; cannot install {EXAMPLE_DIR}")
-    with _install_lock():
-        if _distribution_installed():
-            return
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "--no-build-isolation",
-            "-e",
-            str(EXAMPLE_DIR),
-        ]
-        isolated = not _builds_editable_without_isolation()
-        if isolated:
-            # Old setuptools without `wheel` (e.g. Python 3.11's bundled 65.5): let pip fetch a
-            # build backend into an isolated environment instead.
-            command.remove("--no-build-isolation")
-        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    if result.returncode != 0:
-        output = (result.stdout + result.stderr)[-3000:]
-        if isolated:
-            pytest.skip(
-                "cannot build the example plugin: this interpreter's setuptools cannot build "
-                "editable wheels without isolation (install `wheel` or setuptools>=70.1) and "
-                f"the isolated build failed:\n{output}"
-            )
-        pytest.fail(f"pip install -e {EXAMPLE_DIR} failed:\n{output}")
-    importlib.invalidate_caches()
+    install_example(EXAMPLE_DIR.name, DISTRIBUTION, MODULE)
 
 
 def _shock(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

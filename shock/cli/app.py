@@ -11,13 +11,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from shock import __version__
+from shock.cli.backend_args import RunCommand, extra_option_items
 from shock.cli.bench_commands import bench_app
-from shock.cli.cluster_commands import (
-    cluster_runtime,
-    local_cluster,
-    serve_command,
-    worker_command,
-)
+from shock.cli.cluster_commands import serve_command, worker_command
 from shock.cli.cluster_list_commands import clusters_command
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.profile_commands import profile_command
@@ -49,8 +45,13 @@ def make_console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, emoji=False)
 
 
-@app.command("run")
+@app.command(
+    "run",
+    cls=RunCommand,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
 def run_command(
+    ctx: typer.Context,
     policy: Annotated[
         str, typer.Option(help="Policy name (see `shock plugins`).")
     ] = DEFAULT_POLICY,
@@ -142,34 +143,22 @@ def run_command(
         Path | None, typer.Option("--json", help="Write the results document here.")
     ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
-    local_workers: Annotated[
-        int | None,
-        typer.Option(help="grpc backend: local worker agents to start (default 2); "
-                     "replaces --cluster."),
-    ] = None,
-    gpus_per_worker: Annotated[
-        int | None, typer.Option(help="grpc backend: simulated GPUs per worker (default 2).")
-    ] = None,
-    gpu_type: Annotated[str, typer.Option(help="grpc backend: the workers' GPU type.")] = "v100",
-    job_command: Annotated[
-        str | None,
-        typer.Option(help="grpc backend: command that runs one job "
-                     "(default: python -m shock.workloads.run)."),
-    ] = None,
-    state_dir: Annotated[
-        Path | None,
-        typer.Option(help="grpc backend: journal and checkpoints (default: a temporary dir)."),
-    ] = None,
-    checkpoint_every: Annotated[
-        float | None, typer.Option(help="grpc backend: jobs checkpoint at least this often (s).")
+    backend_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="An option of the backend as KEY=VALUE (repeatable); the backend's options "
+            "are also long options (--local-workers 2): see `shock run --backend NAME --help`."
+        ),
     ] = None,
 ) -> None:
     """Run a policy on a trace and print a summary."""
-    local = local_cluster(backend, local_workers, gpus_per_worker, gpu_type, job_command)
-    if local is not None:
-        cluster, gpus_per_server = local
-        round_length = 30.0 if round_length is None else round_length
-    runtime = cluster_runtime(job_command, state_dir, checkpoint_every)
+    registry = default_registry()
+    # The backend's own options: --backend-option KEY=VALUE and the long options `shock run`
+    # does not know itself (--local-workers 2), checked against the backend's options_type.
+    backend_items = [
+        *(backend_option or ()),
+        *extra_option_items(ctx.args, registry.get("backend", backend)),
+    ]
     options = RunOptions(
         policy=policy,
         backend=backend,
@@ -188,13 +177,12 @@ def run_command(
         time_limit_s=time_limit,
         partitions=partitions,
         prices=prices,
-        cluster_runtime=runtime,
         policy_options=tuple(policy_option or ()),
         entities=entities,
         entity_weights=entity_weights,
         adaptation_rules=adaptation_rules,
+        backend_options=tuple(backend_items),
     )
-    registry = default_registry()
     console = make_console()
     observer = None
     if not quiet and console.is_terminal:

@@ -16,8 +16,8 @@ from shock.cli.output import print_run_header, summary_table
 from shock.cluster.defaults import DEFAULT_HOST, DEFAULT_JOB_COMMAND, DEFAULT_PORT, TOKEN_ENV
 from shock.core.errors import InputError, ShockError
 from shock.core.plugins import default_registry
-from shock.core.run import ClusterRuntime
 from shock.core.runner import DEFAULT_POLICY, RunOptions, build_request
+from shock.plugins.backends.grpc import GrpcOptions
 
 if TYPE_CHECKING:
     from shock.cluster.auth import TlsFiles
@@ -61,36 +61,6 @@ def _tls(cert: Path | None, key: Path | None, ca: Path | None) -> TlsFiles | Non
 
     tls = TlsFiles(cert, key, ca)
     return tls if tls.enabled else None
-
-
-def local_cluster(
-    backend: str,
-    local_workers: int | None,
-    gpus_per_worker: int | None,
-    gpu_type: str,
-    job_command: str | None,
-) -> tuple[str, int] | None:
-    """`shock run --backend grpc`: N local workers x G GPUs is the cluster `type=N*G` with G
-    GPUs per server (one worker per server). None for other backends."""
-    if backend != "grpc":
-        if local_workers is not None or gpus_per_worker is not None or job_command is not None:
-            raise InputError("only with --backend grpc", field="--local-workers")
-        return None
-    workers = 2 if local_workers is None else local_workers
-    per_worker = 2 if gpus_per_worker is None else gpus_per_worker
-    if workers < 1 or per_worker < 1:
-        raise InputError("must be >= 1", field="--local-workers/--gpus-per-worker")
-    return f"{gpu_type}={workers * per_worker}", per_worker
-
-
-def cluster_runtime(
-    job_command: str | None, state_dir: Path | None, checkpoint_every: float | None
-) -> ClusterRuntime:
-    return ClusterRuntime(
-        job_command=parse_job_command(job_command) if job_command else (),
-        state_dir=str(state_dir) if state_dir else None,
-        checkpoint_every_s=checkpoint_every,
-    )
 
 
 def _stop_on_sigterm(stop: threading.Event) -> None:
@@ -150,9 +120,9 @@ def serve_command(
     options = RunOptions(
         policy=policy,
         backend="grpc",
+        # The scheduler's cluster is whatever workers register; one GPU only satisfies checks.
+        backend_options=GrpcOptions(local_workers=1, gpus_per_worker=1),
         trace=str(trace) if trace else None,
-        # The scheduler's cluster is whatever workers register; this only satisfies checks.
-        cluster="v100=1",
         throughputs=str(throughputs) if throughputs else None,
         solver=solver,
         seed=seed,

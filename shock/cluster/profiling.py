@@ -12,6 +12,7 @@ journal: its steps over the seconds from "started" until it stopped (start-up ex
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +21,9 @@ from shock.cluster.timeline import average_rates, run_timings
 from shock.core.errors import ShockError
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
-from shock.core.run import ClusterRuntime
 from shock.core.runner import RunOptions, run
 from shock.core.trace import write_trace
+from shock.plugins.backends.grpc import GrpcOptions
 
 # The policy that runs each job to its end once started: no preemption, clean rates.
 PROFILE_POLICY = "fifo"
@@ -57,12 +58,15 @@ def profile_through_workers(
     state_dir.mkdir(parents=True, exist_ok=True)
     trace = state_dir / "profile.trace"
     write_trace(specs, trace, default_registry(), "gavel")
+    local = GrpcOptions(
+        local_workers=workers, gpus_per_worker=gpus_per_worker, gpu_type=gpu_type,
+        job_command=shlex.join(job_command) if job_command else None,
+        state_dir=state_dir / "run",
+    )  # fmt: skip
     run(RunOptions(
-        policy=PROFILE_POLICY, backend="grpc", trace=str(trace),
-        cluster=f"{gpu_type}={workers * gpus_per_worker}", gpus_per_server=gpus_per_worker,
+        policy=PROFILE_POLICY, backend="grpc", trace=str(trace), backend_options=local,
         # Rounds longer than any job: a started job runs to its end.
         round_length_s=max(60.0, 4 * seconds),
-        cluster_runtime=ClusterRuntime(job_command=job_command, state_dir=str(state_dir / "run")),
     ))  # fmt: skip
     rates = average_rates(run_timings(state_dir / "run", {}))
     missing = [job_type for job_type in job_types if rates.get(job_type, 0.0) <= 0]

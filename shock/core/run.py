@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
+from shock.core.errors import ShockError
 from shock.core.mechanism import MechanismConfig
 from shock.core.model import Cluster
 from shock.core.placement import Placement
@@ -14,6 +15,8 @@ from shock.core.results import RunResult
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
 from shock.core.trace import Trace
+
+OptionsT = TypeVar("OptionsT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +74,29 @@ class RunRequest:
     table: ThroughputTable
     config: RunConfig
     registry: PluginRegistry
+    # An instance of the backend's `options_type` (`shock run --backend NAME --OPTION ...`);
+    # None for a backend without options.
+    backend_options: object | None = None
+
+    def backend_options_as(self, options_type: type[OptionsT]) -> OptionsT:
+        """The backend's options: the ones given, or `options_type()`'s defaults when the
+        request was built without any."""
+        given = self.backend_options
+        if given is None:
+            return options_type()
+        if not isinstance(given, options_type):
+            raise ShockError(
+                f"the run's backend options are a {type(given).__name__}, "
+                f"not a {options_type.__name__}"
+            )
+        return given
 
 
 class Backend(Protocol):
+    """A backend runs a whole request. It may declare its own options with a class attribute
+    `options_type` (a frozen dataclass; see `shock.core.backend_options`); they reach `run`
+    as `request.backend_options`."""
+
     name: str
     description: str
 

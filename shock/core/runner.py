@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
+from shock.core.backend_options import resolve_backend_options
 from shock.core.cluster_file import cluster_from_option
 from shock.core.cluster_spec import parse_prices
 from shock.core.entities import parse_entities
@@ -50,8 +51,11 @@ class RunOptions:
     # POP partitioning: solve the policy on this many random job groups (1: no partitioning).
     partitions: int = 1
     prices: str | None = None  # "v100=2.48,p100=1.46,k80=0.45" ($ per GPU-hour)
-    # How backends that run real jobs run them.
+    # How backends that run real jobs run them (the grpc backend's options set it).
     cluster_runtime: ClusterRuntime = field(default_factory=ClusterRuntime)
+    # The backend's own options: `key=value` texts (`--backend-option`, converted by the
+    # backend's options_type) or an instance of its options_type.
+    backend_options: object = ()
     # `key=value` options of the policy (`--policy-option`), converted by the policy.
     policy_options: tuple[str, ...] = ()
     entities: str | None = None  # "a,b" or a count: jobs assigned round-robin (entities.py)
@@ -80,6 +84,11 @@ def build_request(
     options: RunOptions, registry: PluginRegistry | None = None, trace: Trace | None = None
 ) -> RunRequest:
     registry = registry or default_registry()
+    backend = registry.get("backend", options.backend)
+    backend_options = resolve_backend_options(backend, options.backend_options)
+    adjust_run = getattr(backend_options, "adjust_run", None)
+    if adjust_run is not None:
+        options = adjust_run(options)  # e.g. the grpc backend's local workers: the cluster
     preset = get_preset(options.preset)
     policy = registry.get("policy", options.policy)
     policy_options = {
@@ -182,7 +191,9 @@ def build_request(
         quantised_rounds=preset.quantised_rounds,
         adaptation_rules=options.adaptation_rules,
     )
-    return RunRequest(trace, cluster, policy, placement, solver, table, config, registry)
+    return RunRequest(
+        trace, cluster, policy, placement, solver, table, config, registry, backend_options
+    )
 
 
 def _overheads(by_type: dict[str, float] | None) -> dict[str, float] | None:

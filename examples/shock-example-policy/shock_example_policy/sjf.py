@@ -2,10 +2,10 @@
 
 This module is everything a policy plugin needs:
 
-1. a subclass of `shock.core.policy.Policy` with a unique `name`, a one-line `description`
+1. a subclass of `shock.api.Policy` with a unique `name`, a one-line `description`
    (both shown by `shock plugins`) and an `allocate(problem, solver) -> Allocation` method;
 2. a module-level function named after the hook, `register_policies`, marked with
-   `shock.core.hookspecs.hookimpl`, that hands one instance per policy name to `register`;
+   `shock.api.hookimpl`, that hands one instance per policy name to `register`;
 3. an entry point in the `shock` group of the package's `pyproject.toml` naming this module.
 
 The policy: jobs are taken in order of their smallest remaining isolated run time, i.e. the
@@ -25,9 +25,7 @@ import math
 
 import numpy as np
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
-from shock.core.solver import SolverSpec
+from shock.api import Allocation, Policy, PolicyInput, ProblemClass, Register, SolverSpec, hookimpl
 
 
 def remaining_isolated_time(problem: PolicyInput, row: int) -> float:

@@ -3,19 +3,95 @@ processes (one per server of the cluster), real job processes on their GPUs."""
 
 from __future__ import annotations
 
+import shlex
 import signal
 import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from shock.cluster.defaults import DEFAULT_JOB_COMMAND
 from shock.core.errors import ShockError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.results import RunResult
-from shock.core.run import RunRequest
+from shock.core.run import ClusterRuntime, RunRequest
+
+if TYPE_CHECKING:
+    from shock.core.runner import RunOptions
+
+# Round length of a local cluster run unless --round-length says otherwise: real jobs are
+# short, and the preset's rounds (minutes) would leave GPUs idle behind finished jobs.
+LOCAL_ROUND_LENGTH_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcOptions:
+    """`shock run --backend grpc` options: N local workers of G GPUs of one type are the
+    cluster `type=N*G`, G GPUs per server (one worker per server)."""
+
+    local_workers: int = field(
+        default=2,
+        metadata={"help": "Local worker agents to start; with --gpus-per-worker and "
+                          "--gpu-type they replace --cluster."},
+    )  # fmt: skip
+    gpus_per_worker: int = field(
+        default=2, metadata={"help": "Simulated GPUs per worker (real CUDA devices if present)."}
+    )
+    gpu_type: str = field(default="v100", metadata={"help": "The workers' GPU type."})
+    job_command: str | None = field(
+        default=None,
+        metadata={"help": "Command that runs one job (default: python -m shock.workloads.run)."},
+    )
+    state_dir: Path | None = field(
+        default=None,
+        metadata={"help": "Journal, checkpoints and logs (default: a temporary directory)."},
+    )
+    heartbeat: float = field(default=1.0, metadata={"help": "Worker heartbeat period (s)."})
+    checkpoint_every: float | None = field(
+        default=None, metadata={"help": "Jobs checkpoint at least this often (s)."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.local_workers < 1 or self.gpus_per_worker < 1:
+            raise ValueError("--local-workers and --gpus-per-worker must be >= 1")
+        if not self.heartbeat > 0:
+            raise ValueError("--heartbeat must be > 0")
+        if self.checkpoint_every is not None and not self.checkpoint_every > 0:
+            raise ValueError("--checkpoint-every must be > 0")
+        self.job_command_parts()  # a command that cannot be split is refused before the run
+
+    def job_command_parts(self) -> tuple[str, ...]:
+        """The job command split like a shell does; () for the default harness."""
+        if not self.job_command:
+            return ()
+        try:
+            return tuple(shlex.split(self.job_command))
+        except ValueError as exc:
+            raise ValueError(f"--job-command: cannot split '{self.job_command}': {exc}") from None
+
+    def cluster_runtime(self) -> ClusterRuntime:
+        return ClusterRuntime(
+            job_command=self.job_command_parts(),
+            state_dir=str(self.state_dir) if self.state_dir else None,
+            heartbeat_s=self.heartbeat,
+            checkpoint_every_s=self.checkpoint_every,
+        )
+
+    def adjust_run(self, run: RunOptions) -> RunOptions:
+        """The local workers are the run's cluster; rounds default to LOCAL_ROUND_LENGTH_S."""
+        return replace(
+            run,
+            cluster=f"{self.gpu_type}={self.local_workers * self.gpus_per_worker}",
+            gpus_per_server=self.gpus_per_worker,
+            round_length_s=(
+                LOCAL_ROUND_LENGTH_S if run.round_length_s is None else run.round_length_s
+            ),
+            cluster_runtime=self.cluster_runtime(),
+        )
 
 
 @contextmanager
@@ -40,6 +116,7 @@ class GrpcBackend:
     description = "real jobs on local worker agents over gRPC (one worker per server)"
     # Real jobs: progress and batch-size changes come from the jobs, not from a model.
     simulates_jobs = False
+    options_type = GrpcOptions
 
     def run(self, request: RunRequest) -> RunResult:
         # Imported here: loading the plugin must not need the cluster extra.

@@ -1,0 +1,149 @@
+"""shock's public API: the stable surface for plugin authors and for programs that run shock.
+
+Import from here, and only from here: everything under `shock.core`, `shock.plugins` and
+`shock.cli` is internal and may change between releases; the names below keep their meaning.
+
+- Plugin contract: `hookimpl` marks a hook function, `Register` is the callback the
+  registration hooks receive (see docs/plugins.md for every hook).
+- Policies: `Policy`, `PolicyInput`, `PolicyJob`, `Allocation`, `ProblemClass`, `UnitKey`,
+  and the solver they are handed (`SolverSpec`, `solve_pyomo`, `MatrixLP`,
+  `solve_matrix_lp`, `solve_matrix_milp`).
+- Placements: `Placement`, `PlacementRequest`; resource-aware ones `ResourcePlacement`,
+  `ServerResources`, `ResourceRequest`, `ResourceGrant`, `GrantPart`.
+- Adaptation: `AdaptationModel` (batch sizes per epoch), `AdaptationRules` and
+  `BatchSizeRules` (how simulated batch sizes evolve; they act on a `Mechanism`'s
+  `JobState`s, given each job's `BatchSchedule`).
+- Backends: `Backend`; the executor contract that `run_engine` drives (`Executor`,
+  `ExecutorCapabilities`, `RoundPlan`, `PlannedUnit`, `BatchSizeOrder`, `RoundReport`,
+  `UnitProgress`, `StrayProgress`, `MeasuredRate`, `BatchSizeChange`); a backend's own options
+  are a dataclass (`BackendOption` describes one, `declared_options` lists a backend's);
+  `RunRequest`, `RunConfig`, `ClusterRuntime`, `RunResult`, `JobRecord`.
+- Traces and the cluster: `TraceFormat`, `Trace`, `JobSpec`, `Cluster`, `Server`,
+  `ThroughputTable`.
+- Observer events: `RunStarted`, `JobArrived`, `AllocationComputed`, `RoundStarted`,
+  `RoundEnded`, `JobFinished`, `RunFinished`.
+- Running: `RunOptions`, `build_request`, `run`; the plugin registry (`PluginRegistry`,
+  `load_plugins`, `default_registry`).
+- Errors a user can act on: `ShockError`, `InputError`, `UnknownPluginError`.
+"""
+
+from __future__ import annotations
+
+from shock.core.adaptation import AdaptationModel, AdaptationRules, BatchSizeRules
+from shock.core.backend_options import BackendOption, declared_options
+from shock.core.dynamics import BatchSchedule
+from shock.core.engine import run_engine
+from shock.core.errors import InputError, ShockError, UnknownPluginError
+from shock.core.events import (
+    AllocationComputed,
+    JobArrived,
+    JobFinished,
+    RoundEnded,
+    RoundStarted,
+    RunFinished,
+    RunStarted,
+)
+from shock.core.executor import (
+    BatchSizeChange,
+    BatchSizeOrder,
+    Executor,
+    ExecutorCapabilities,
+    MeasuredRate,
+    PlannedUnit,
+    RoundPlan,
+    RoundReport,
+    StrayProgress,
+    UnitProgress,
+)
+from shock.core.hookspecs import Register, hookimpl
+from shock.core.matrix_lp import MatrixLP, solve_matrix_lp, solve_matrix_milp
+from shock.core.mechanism import JobState, Mechanism
+from shock.core.metrics import JobRecord
+from shock.core.model import Cluster, JobSpec, Server
+from shock.core.placement import Placement, PlacementRequest
+from shock.core.plugins import PluginRegistry, default_registry, load_plugins
+from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, ProblemClass, UnitKey
+from shock.core.resource_placement import (
+    GrantPart,
+    ResourceGrant,
+    ResourcePlacement,
+    ResourceRequest,
+    ServerResources,
+)
+from shock.core.results import RunResult
+from shock.core.run import Backend, ClusterRuntime, RunConfig, RunRequest
+from shock.core.runner import RunOptions, build_request, run
+from shock.core.solver import Solver, SolverSpec, solve_pyomo
+from shock.core.throughputs import ThroughputTable
+from shock.core.trace import Trace, TraceFormat
+
+__all__ = [  # grouped in the module docstring
+    "AdaptationModel",
+    "AdaptationRules",
+    "Allocation",
+    "AllocationComputed",
+    "Backend",
+    "BackendOption",
+    "BatchSchedule",
+    "BatchSizeChange",
+    "BatchSizeOrder",
+    "BatchSizeRules",
+    "Cluster",
+    "ClusterRuntime",
+    "Executor",
+    "ExecutorCapabilities",
+    "GrantPart",
+    "InputError",
+    "JobArrived",
+    "JobFinished",
+    "JobRecord",
+    "JobSpec",
+    "JobState",
+    "MatrixLP",
+    "MeasuredRate",
+    "Mechanism",
+    "Placement",
+    "PlacementRequest",
+    "PlannedUnit",
+    "PluginRegistry",
+    "Policy",
+    "PolicyInput",
+    "PolicyJob",
+    "ProblemClass",
+    "Register",
+    "ResourceGrant",
+    "ResourcePlacement",
+    "ResourceRequest",
+    "RoundEnded",
+    "RoundPlan",
+    "RoundReport",
+    "RoundStarted",
+    "RunConfig",
+    "RunFinished",
+    "RunOptions",
+    "RunRequest",
+    "RunResult",
+    "RunStarted",
+    "Server",
+    "ServerResources",
+    "ShockError",
+    "Solver",
+    "SolverSpec",
+    "StrayProgress",
+    "ThroughputTable",
+    "Trace",
+    "TraceFormat",
+    "UnitKey",
+    "UnitProgress",
+    "UnknownPluginError",
+    "build_request",
+    "declared_options",
+    "default_registry",
+    "hookimpl",
+    "load_plugins",
+    "run",
+    "run_engine",
+    "solve_matrix_lp",
+    "solve_matrix_milp",
+    "solve_pyomo",
+]
