@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 from cluster_procs import write_trace
+from event_recorder import EventRecorder
 
 from shock.core.engine import Engine
 from shock.core.engine_state import restore
-from shock.core.events import JobArrived, RoundStarted
+from shock.core.events import RoundStarted
 from shock.core.executor import (
     BatchSizeChange,
     ExecutorCapabilities,
@@ -207,45 +208,9 @@ def test_late_progress_of_a_job_outside_the_round_is_credited(tmp_path: Path) ->
     assert result.metrics.rounds == 1 and result.unfinished_jobs == 0
 
 
-class EventLog:
-    def __init__(self) -> None:
-        self.kinds: list[str] = []
-
-    def _add(self, event: object) -> None:
-        self.kinds.append(type(event).__name__)
-
-    @hookimpl
-    def run_started(self, event: object) -> None:
-        self._add(event)
-
-    @hookimpl
-    def job_arrived(self, event: JobArrived) -> None:
-        self._add(event)
-
-    @hookimpl
-    def allocation_computed(self, event: object) -> None:
-        self._add(event)
-
-    @hookimpl
-    def round_started(self, event: object) -> None:
-        self._add(event)
-
-    @hookimpl
-    def round_ended(self, event: object) -> None:
-        self._add(event)
-
-    @hookimpl
-    def job_finished(self, event: object) -> None:
-        self._add(event)
-
-    @hookimpl
-    def run_finished(self, event: object) -> None:
-        self._add(event)
-
-
 def test_every_observer_event_fires() -> None:
     registry = default_registry()
-    log = EventLog()
+    log = EventRecorder()
     registry.manager.register(log)
     try:
         request = build_request(

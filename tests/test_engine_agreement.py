@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 from cluster_procs import write_trace
+from event_recorder import EventRecorder
 from fake_job import step_seconds
 
-from shock.core.events import RoundStarted
-from shock.core.hookspecs import hookimpl
 from shock.core.plugins import default_registry
 from shock.core.run import ClusterRuntime
 from shock.core.runner import RunOptions, run
@@ -30,47 +29,9 @@ JOB_TYPE = "ResNet-18 (batch size 32)"
 FAKE_JOB = Path(__file__).parent / "fake_job.py"
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.rounds: list[tuple[tuple[tuple[int, ...], str, tuple[int, ...]], ...]] = []
-        self.kinds: list[str] = []
-
-    def _add(self, event: object) -> None:
-        self.kinds.append(type(event).__name__)
-
-    @hookimpl
-    def round_started(self, event: RoundStarted) -> None:
-        self.rounds.append(tuple(sorted(event.assignments)))
-        self._add(event)
-
-    @hookimpl
-    def run_started(self, event: object) -> None:
-        self._add(event)
-
-    @hookimpl
-    def job_arrived(self, event: object) -> None:
-        self._add(event)
-
-    @hookimpl
-    def allocation_computed(self, event: object) -> None:
-        self._add(event)
-
-    @hookimpl
-    def round_ended(self, event: object) -> None:
-        self._add(event)
-
-    @hookimpl
-    def job_finished(self, event: object) -> None:
-        self._add(event)
-
-    @hookimpl
-    def run_finished(self, event: object) -> None:
-        self._add(event)
-
-
-def _recorded(options: RunOptions) -> tuple[Recorder, object]:
+def _recorded(options: RunOptions) -> tuple[EventRecorder, object]:
     registry = default_registry()
-    recorder = Recorder()
+    recorder = EventRecorder()
     registry.manager.register(recorder)
     try:
         result = run(options, registry)
