@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from shock.cli.app import app
-from shock.core.runner import RunOptions, run
+from shock.core.runner import RunOptions, build_request, run
 
 HEADER = "job_id,model_name,arrival_time_s,total_iterations,gpu_demand\n"
 
@@ -76,3 +76,13 @@ def test_cli_run_with_placement_writes_it_to_the_document(tmp_path: Path) -> Non
     assert document["preset"] == "synergy"
     assert document["cluster"] == "synergy-128 (v100=128)"
     assert document["unfinished_jobs"] == 0
+
+
+def test_a_synergy_trace_runs_on_synergys_cluster_unless_told_otherwise(tmp_path: Path) -> None:
+    """The trace format supplies the default cluster; --cluster still wins."""
+    trace = str(small_trace(tmp_path))
+    assert build_request(RunOptions(trace=trace)).cluster.name == "synergy-128"
+    assert build_request(RunOptions(trace=trace, cluster="v100=16")).cluster.total_gpus == 16
+    # A Gavel trace has no default of its own: Gavel's physical cluster.
+    gavel = build_request(RunOptions())
+    assert gavel.cluster.gpus_per_type == {"v100": 8, "p100": 16, "k80": 24}

@@ -60,12 +60,13 @@ def run_command(
         Path | None, typer.Option(help="Trace file (Gavel or Shockwave format); default: bundled.")
     ] = None,
     cluster: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="GPUs as V100:P100:K80 (e.g. 32:0:0) or v100=32,p100=4; or a cluster file "
-            "(.toml) or bundled cluster name (see `shock clusters`)."
+            "(.toml) or bundled cluster name (see `shock clusters`). Default: the trace "
+            f"format's (synergy-128 for Synergy traces), else {DEFAULT_CLUSTER}."
         ),
-    ] = DEFAULT_CLUSTER,
+    ] = None,
     throughputs: Annotated[
         Path | None, typer.Option(help="Throughput table in Gavel's JSON format; default: bundled.")
     ] = None,

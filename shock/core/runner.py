@@ -20,7 +20,7 @@ from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs, load_throughputs
-from shock.core.trace import Trace, default_throughputs_for, read_trace
+from shock.core.trace import Trace, default_cluster_for, default_throughputs_for, read_trace
 
 DEFAULT_TRACE = "max_min_fairness.trace"
 # Gavel's physical cluster: 8 V100, 16 P100 and 24 K80 GPUs.
@@ -33,7 +33,8 @@ class RunOptions:
     policy: str = DEFAULT_POLICY
     backend: str = "simulator"
     trace: str | None = None  # None: the bundled default trace
-    cluster: str = DEFAULT_CLUSTER
+    # None: the trace format's default cluster, else Gavel's physical cluster.
+    cluster: str | None = None
     throughputs: str | None = None  # None: Gavel's bundled table
     solver: str = "highs"
     seed: int = 0
@@ -121,7 +122,8 @@ def build_request(
     gpus_per_server = (
         preset.gpus_per_server if options.gpus_per_server is None else options.gpus_per_server
     )
-    cluster = cluster_from_option(options.cluster, gpus_per_server)
+    cluster_text = options.cluster or default_cluster_for(trace, registry) or DEFAULT_CLUSTER
+    cluster = cluster_from_option(cluster_text, gpus_per_server)
     if options.throughputs:
         table = load_throughputs(options.throughputs)
     else:

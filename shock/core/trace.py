@@ -42,6 +42,11 @@ class TraceFormat(Protocol):
     #     ) -> ThroughputTable: ...
     #
     # `base` is the table used otherwise (Gavel's); `worker_types` the cluster's.
+    #
+    # Optional too: the cluster its traces run on when the user names none (`--cluster`), as
+    # `--cluster` takes it (a bundled cluster's name, `v100=32`, ...):
+    #
+    #     def default_cluster(self, trace: Trace) -> str | None: ...
 
 
 def default_throughputs_for(
@@ -59,6 +64,15 @@ def default_throughputs_for(
         return base
     table: ThroughputTable = supply(trace, worker_types, base)
     return table
+
+
+def default_cluster_for(trace: Trace, registry: PluginRegistry) -> str | None:
+    """The cluster a trace runs on when none is given: its format's, if it names one."""
+    if trace.format not in registry.names("trace format"):
+        return None
+    supply = getattr(registry.get("trace format", trace.format), "default_cluster", None)
+    cluster: str | None = None if supply is None else supply(trace)
+    return cluster
 
 
 def read_trace(path: str | Path, registry: PluginRegistry, format_name: str | None = None) -> Trace:

@@ -17,6 +17,10 @@ class SynergyTraces(SynergyTraceFormat):
 
         return synergy_throughput_table(trace.jobs, worker_types, base)
 
+    def default_cluster(self, trace: Trace) -> str:
+        """Synergy's evaluation cluster: 16 servers of 8 V100s, 24 CPUs and 500 GB each."""
+        return "synergy-128"
+
 
 @hookimpl
 def register_trace_formats(register: Register) -> None:
