@@ -9,6 +9,7 @@ the simulator and the real clusters differ only in their executor.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Collection
 from typing import Any
@@ -41,6 +42,8 @@ from shock.core.model import Cluster, JobSpec
 from shock.core.results import RunResult
 from shock.core.run import RunConfig, RunRequest
 from shock.core.throughputs import ThroughputTable
+
+_log = logging.getLogger(__name__)
 
 # Shockwave's simulator spares a job whose round, uncharged, would end this much early: its
 # last, short round.
@@ -213,8 +216,17 @@ class Engine:
             elif self.next_arrival < len(jobs):
                 executor.idle_until(jobs[self.next_arrival].arrival_time)
                 now = max(now, executor.clock())
-            elif not self.capabilities.simulates_jobs and not mechanism.capacity.any():
-                executor.idle_until(now + round_length)  # every worker is gone: wait
+            elif not self.capabilities.simulates_jobs:
+                # A real cluster can still change (workers join, jobs' runs end): wait a
+                # round for it, re-planning from scratch, however long (a run timeout ends it).
+                if not idle_rounds:
+                    _log.warning(
+                        "%s schedules none of the %d remaining jobs on this cluster: waiting",
+                        self.policy.name, len(mechanism.active),
+                    )  # fmt: skip
+                idle_rounds += 1
+                mechanism.last_reset_s = 0.0
+                executor.idle_until(now + round_length)
                 now = executor.clock()
             else:
                 # No arrivals left and nothing ran: let the next round recompute at once.
@@ -225,9 +237,6 @@ class Engine:
                     raise ShockError(
                         f"{self.policy.name} schedules none of the remaining jobs ({stuck})"
                     )
-                if not self.capabilities.simulates_jobs:
-                    executor.idle_until(now + min(round_length, 1.0))
-                    now = executor.clock()
 
             changed = executor.cluster_changed()
             if changed is not None:
