@@ -16,10 +16,12 @@ jobs share evenly instead of one vertex taking everything.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pyomo.environ as pyo
 
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.lazy import lazy_module
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
 from shock.core.solver import MatrixLP, SolverSpec, solve_matrix_lp, solve_pyomo
 from shock.plugins.policies.rate_lp import (
@@ -28,6 +30,11 @@ from shock.plugins.policies.rate_lp import (
     normalised_throughput_coefficients,
 )
 from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+else:
+    pyo = lazy_module("pyomo.environ")
 
 
 def throughput_lp(coefficients: np.ndarray, scale: np.ndarray, capacity: np.ndarray) -> MatrixLP:
