@@ -35,7 +35,6 @@ from shock.core.throughputs import ThroughputTable
 # Gavel's order of worker types before any shuffle.
 _GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
 _NO_FRACTION_PRIORITY = 1e9
-_TIME_OWED_KEY = itemgetter(0, 1, 2, 3)
 _PRIORITY_KEY = itemgetter(0, 1, 2)
 SELECTION_RULES = ("deficit", "gavel")
 
@@ -506,8 +505,13 @@ class Mechanism:
         half_round = self.config.round_length_s / 2
         elapsed = now - self.last_reset_s
         backfill = self.policy.backfill
-        entries: list[tuple[bool, float, float, int, int, Unit]] = []
-        append = entries.append
+        # The (unit, type) entries as columns: sorted by (allocated, owed, share) descending,
+        # ties by position (arrival order, singles then pairs), then by type order.
+        allocated_of: list[bool] = []
+        owed_of: list[float] = []
+        share_of: list[float] = []
+        position_of: list[int] = []
+        entries: list[tuple[int, Unit]] = []
         for position, unit in enumerate(self._units()):
             allocation = unit.allocation
             if allocation is None and not backfill:
@@ -520,14 +524,28 @@ class Mechanism:
                 allocated = share > 0
                 if not allocated and not backfill:
                     continue
-                owed = deficit[column] + share * elapsed - (time_so_far[column] - half_round)
-                append((allocated, owed, share, -position, column, unit))
-        entries.sort(key=_TIME_OWED_KEY, reverse=True)
+                allocated_of.append(allocated)
+                received = time_so_far[column] - half_round
+                owed_of.append(deficit[column] + share * elapsed - received)
+                share_of.append(share)
+                position_of.append(position)
+                entries.append((column, unit))
+        count = len(entries)
+        # A stable sort, ascending on the negated keys: the order of Python's stable sort with
+        # reverse=True on (allocated, owed, share, -position).
+        walk = np.lexsort(
+            (
+                np.fromiter(position_of, np.int64, count),
+                -np.fromiter(share_of, float, count),
+                -np.fromiter(owed_of, float, count),
+                -np.fromiter(allocated_of, np.int8, count),
+            )
+        ).tolist()
         left = dict(zip(order, (self._gpus_of_column[column] for column in order), strict=True))
         free = sum(left.values())
         chosen: dict[int, list[Unit]] = {column: [] for column in order}
         selected: set[int] = set()
-        for _, _, _, _, column, unit in entries:
+        for column, unit in map(entries.__getitem__, walk):
             size = unit.scale_factor
             if size > left[column] or not selected.isdisjoint(unit.member_ids):
                 continue
