@@ -56,6 +56,7 @@ from shock.core.executor import (
     UnitProgress,
 )
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, solve_matrix_lp, solve_matrix_milp
 from shock.core.mechanism import JobState, Mechanism
 from shock.core.metrics import JobRecord
@@ -140,6 +141,7 @@ __all__ = [  # grouped in the module docstring
     "declared_options",
     "default_registry",
     "hookimpl",
+    "lazy_module",
     "load_plugins",
     "run",
     "run_engine",

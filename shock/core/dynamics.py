@@ -77,26 +77,32 @@ def batch_schedules(
         sizes = tuple(adaptation.batch_sizes(job, num_epochs(job, source)))
         if len(set(sizes)) <= 1:
             continue
+        model = job.model_family
         initial = sizes[0]
-        total_epochs = job.total_steps / steps_per_epoch(job.model_family, initial)
+        total_epochs = job.total_steps / steps_per_epoch(model, initial)
+        # (steps per epoch, fastest isolated rate) per batch size: a job has a few sizes
+        # over many epochs.
+        per_size: dict[int, tuple[int, float]] = {}
         alone = 0.0
         for epoch, size in enumerate(sizes):
-            job_type = job_type_with_batch_size(job.model_family, size)
-            rate = max(table.throughput(job_type, job.scale_factor, w) for w in worker_types)
-            if rate <= 0:
-                raise InputError(
-                    f"throughput table {table.source} has no throughput for '{job_type}' at "
-                    f"scale factor {job.scale_factor} on {', '.join(worker_types)} (the "
-                    f"job's {job.mode} schedule reaches batch size {size})",
-                    path=source,
-                    line=job.source_line,
-                    field="job_type",
-                )
+            known = per_size.get(size)
+            if known is None:
+                job_type = job_type_with_batch_size(model, size)
+                rate = max(table.throughput(job_type, job.scale_factor, w) for w in worker_types)
+                if rate <= 0:
+                    raise InputError(
+                        f"throughput table {table.source} has no throughput for '{job_type}' "
+                        f"at scale factor {job.scale_factor} on {', '.join(worker_types)} (the "
+                        f"job's {job.mode} schedule reaches batch size {size})",
+                        path=source,
+                        line=job.source_line,
+                        field="job_type",
+                    )
+                known = per_size[size] = (steps_per_epoch(model, size), rate)
+            steps, rate = known
             fraction = min(1.0, total_epochs - epoch)
-            alone += fraction * steps_per_epoch(job.model_family, size) / rate
-        schedules[job.job_id] = BatchSchedule(
-            job.model_family, job.scale_factor, sizes, total_epochs, alone
-        )
+            alone += fraction * steps / rate
+        schedules[job.job_id] = BatchSchedule(model, job.scale_factor, sizes, total_epochs, alone)
     return schedules
 
 

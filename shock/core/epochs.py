@@ -105,18 +105,23 @@ def epoch_profile(
     """Per-epoch durations by the data file's rule: (samples / bs[e]) / throughput(bs[e]),
     no rounding, throughput the isolated one of the job's model at bs[e] and scale factor."""
     samples, _ = _samples_or_error(job, source)
+    model = job.model_family
+    by_size: dict[int, float] = {}  # a job has a few batch sizes over many epochs
     durations = []
     for batch_size in batch_sizes:
-        job_type = job_type_with_batch_size(job.model_family, batch_size)
-        rate = table.throughput(job_type, job.scale_factor, worker_type)
-        if rate <= 0:
-            raise InputError(
-                f"throughput table {table.source} has no {worker_type} throughput for "
-                f"'{job_type}' at scale factor {job.scale_factor} (the job's {job.mode} "
-                "schedule reaches that batch size)",
-                path=source,
-                line=job.source_line,
-                field="job_type",
-            )
-        durations.append((samples / batch_size) / rate)
+        duration = by_size.get(batch_size)
+        if duration is None:
+            job_type = job_type_with_batch_size(model, batch_size)
+            rate = table.throughput(job_type, job.scale_factor, worker_type)
+            if rate <= 0:
+                raise InputError(
+                    f"throughput table {table.source} has no {worker_type} throughput for "
+                    f"'{job_type}' at scale factor {job.scale_factor} (the job's {job.mode} "
+                    "schedule reaches that batch size)",
+                    path=source,
+                    line=job.source_line,
+                    field="job_type",
+                )
+            duration = by_size[batch_size] = (samples / batch_size) / rate
+        durations.append(duration)
     return EpochProfile(tuple(batch_sizes), tuple(durations))

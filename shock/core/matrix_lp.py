@@ -11,7 +11,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -121,12 +121,38 @@ def solve_matrix_lp(lp: MatrixLP, spec: SolverSpec) -> np.ndarray:
     import highspy
 
     highs = _highs_for(spec)
-    highs.passModel(highs_lp(lp))
+    num_col = len(lp.cost)
+    # The arrays by pointer (no HighsLp object to fill field by field): the same model.
+    highs.passModel(
+        num_col,
+        len(lp.row_lower),
+        len(lp.a_value),
+        int(highspy.MatrixFormat.kColwise),
+        int(highspy.ObjSense.kMinimize),
+        0.0,
+        lp.cost,
+        lp.col_lower,
+        lp.col_upper,
+        lp.row_lower,
+        lp.row_upper,
+        lp.a_start,
+        lp.a_index,
+        lp.a_value,
+        _continuous(num_col),
+    )
     highs.run()
     status = highs.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:
         raise SolverError(f"HiGHS ended with {highs.modelStatusToString(status)}")
     return np.asarray(highs.getSolution().col_value)
+
+
+@lru_cache(maxsize=64)
+def _continuous(num_col: int) -> np.ndarray:
+    """Integrality of an LP's columns (all continuous), for HiGHS' pointer interface."""
+    integrality = np.zeros(num_col, dtype=np.int32)
+    integrality.flags.writeable = False
+    return integrality
 
 
 def solve_matrix_milp(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np.ndarray:

@@ -13,6 +13,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from operator import itemgetter
 from typing import NamedTuple, cast
 
@@ -37,6 +38,7 @@ from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
 
 _NO_FRACTION_PRIORITY = 1e9
+_PRIORITY_KEY = itemgetter(0, 1, 2)
 SELECTION_RULES = ("deficit", "gavel")
 
 
@@ -83,6 +85,8 @@ class JobState:
     key: UnitKey = -1
     member_ids: tuple[int, ...] = ()
     members: tuple[JobState, ...] = ()
+    # What the policy saw of the job last time, re-used while nothing it shows has changed.
+    policy_view: PolicyJob | None = None
 
     @property
     def remaining(self) -> float:
@@ -129,6 +133,12 @@ class Assignment(NamedTuple):
         return self.rates[0]
 
 
+def _kept(assignment: Assignment) -> Assignment:
+    """The same assignment, marked as having kept its GPUs (cheaper than `_replace`)."""
+    unit, column, worker_type, gpus, rates, _, grant = assignment
+    return Assignment(unit, column, worker_type, gpus, rates, True, grant)
+
+
 @dataclass(slots=True)
 class MechanismStats:
     preemptions: int = 0
@@ -136,6 +146,56 @@ class MechanismStats:
     lease_opportunities: int = 0
     allocations: int = 0
     solver_seconds: float = 0.0
+
+
+def _policy_view(job: JobState) -> PolicyJob:
+    """The job as a policy sees it; the last view while the job has not changed (most jobs
+    wait or run unchanged between allocations, and a view costs more than this check)."""
+    view = job.policy_view
+    spec = job.spec
+    if (
+        view is not None
+        and view.steps_done == job.steps_done
+        and view.time_run_s == job.time_run_s
+        and view.speed == job.speed
+        and view.job_type is spec.job_type
+        and view.total_steps == spec.total_steps
+    ):
+        return view
+    # Built slot by slot: a frozen dataclass's __init__ sets each field through
+    # object.__setattr__, twice as slow, and every running job needs a new view at every
+    # allocation. The object is the same as PolicyJob(...) gives.
+    view = job.policy_view = _new_view(PolicyJob)
+    _set_job_id(view, job.job_id)
+    _set_job_type(view, spec.job_type)
+    _set_scale_factor(view, spec.scale_factor)
+    _set_priority_weight(view, spec.priority_weight)
+    _set_arrival_time(view, spec.arrival_time)
+    _set_total_steps(view, spec.total_steps)
+    _set_steps_done(view, job.steps_done)
+    _set_slo(view, spec.slo)
+    _set_entity(view, spec.entity)
+    _set_mode(view, spec.mode)
+    _set_time_run_s(view, job.time_run_s)
+    _set_speed(view, job.speed)
+    return view
+
+
+_new_view = object.__new__
+# A view's fields, each set through its slot (a field added to PolicyJob needs a line here).
+_SLOT_SETTERS = {name: getattr(PolicyJob, name).__set__ for name in PolicyJob.__slots__}
+_set_job_id = _SLOT_SETTERS["job_id"]
+_set_job_type = _SLOT_SETTERS["job_type"]
+_set_scale_factor = _SLOT_SETTERS["scale_factor"]
+_set_priority_weight = _SLOT_SETTERS["priority_weight"]
+_set_arrival_time = _SLOT_SETTERS["arrival_time"]
+_set_total_steps = _SLOT_SETTERS["total_steps"]
+_set_steps_done = _SLOT_SETTERS["steps_done"]
+_set_slo = _SLOT_SETTERS["slo"]
+_set_entity = _SLOT_SETTERS["entity"]
+_set_mode = _SLOT_SETTERS["mode"]
+_set_time_run_s = _SLOT_SETTERS["time_run_s"]
+_set_speed = _SLOT_SETTERS["speed"]
 
 
 class Mechanism:
@@ -158,6 +218,7 @@ class Mechanism:
         self.config = config
         self.worker_types = cluster.worker_types
         self.capacity = np.array([cluster.gpus_per_type[w] for w in self.worker_types], float)
+        self._gpus_of_column = [int(c) for c in self.capacity]
         self.prices = None if prices is None else np.array([prices[w] for w in self.worker_types])
         self.entity_weights = entity_weights
         self.servers_by_column: list[list[list[int]]] = [[] for _ in self.worker_types]
@@ -180,6 +241,7 @@ class Mechanism:
         self._type_order = [self.worker_types.index(w) for w in order]
         self._shuffler = random.Random(config.seed + 5)
         self.active: dict[int, JobState] = {}
+        self._by_id: list[JobState] | None = []  # active jobs by id; None: to be sorted again
         self.pairs: dict[tuple[int, int], PairState] = {}
         self.worker_time = [0.0] * len(self.worker_types)
         self.need_allocation = True
@@ -238,6 +300,7 @@ class Mechanism:
         )
         state.members = (state,)
         self.active[job.job_id] = state
+        self._by_id = None
         self.need_allocation = True
         return state
 
@@ -247,12 +310,16 @@ class Mechanism:
         """Record what a unit did in its round (steps per member); return the jobs that
         finished. The unit's time counts once, on the unit (a pair's members' own counters
         do not move, as in Gavel)."""
-        unit = assignment.unit
-        unit.time_so_far[assignment.column] += exec_s
-        self.worker_time[assignment.column] += exec_s
+        unit, column = assignment.unit, assignment.column
+        unit.time_so_far[column] += exec_s
+        self.worker_time[column] += exec_s
         if type(unit) is JobState:  # a job alone: the common case, kept lean
             unit.time_run_s += exec_s
-            unit.steps_done += steps if isinstance(steps, int | float) else steps[0]
+            unit.steps_done += (
+                steps[0]
+                if type(steps) is tuple
+                else (steps if isinstance(steps, int | float) else steps[0])
+            )
             if unit.steps_done >= unit.total_steps:
                 self._remove(unit)
                 return [unit]
@@ -274,6 +341,7 @@ class Mechanism:
         the table, step counts in the new type's units. Pairs with it are dropped, its last
         assignment gets the new rates, and the allocation is recomputed."""
         job.spec = replace(job.spec, job_type=job_type, total_steps=total_steps)
+        job.policy_view = None
         job.total_steps = total_steps
         job.steps_done = steps_done
         job.rates = self._rates(job.spec)
@@ -291,6 +359,7 @@ class Mechanism:
 
     def _remove(self, job: JobState) -> None:
         del self.active[job.job_id]
+        self._by_id = None
         if self.pairs:
             for key in [k for k in self.pairs if job.job_id in k]:
                 del self.pairs[key]
@@ -316,16 +385,18 @@ class Mechanism:
         self.stats.solver_seconds += time.perf_counter() - started
         self.stats.allocations += 1
         rows = {key: row for row, key in enumerate(self.allocation.keys)}
+        # One conversion of the whole matrix: each row is then a fresh list of floats.
+        fractions = np.asarray(self.allocation.fractions).tolist()
         for job in self.active.values():
             row = rows.get(job.job_id)
-            job.allocation = None if row is None else self.allocation.fractions[row].tolist()
+            job.allocation = None if row is None else fractions[row]
         for pair in self.pairs.values():
             pair.allocation = None
         for key, row in rows.items():
-            if isinstance(key, tuple):
+            if type(key) is tuple:
                 existing = self.pairs.get(key) or self._new_pair(key)
                 if existing is not None:
-                    existing.allocation = self.allocation.fractions[row].tolist()
+                    existing.allocation = fractions[row]
         self.need_allocation = False
         return True
 
@@ -360,8 +431,16 @@ class Mechanism:
         self.pairs[key] = pair
         return pair
 
+    def _active_by_id(self) -> list[JobState]:
+        """Active jobs by id (kept between rounds until a job arrives or leaves)."""
+        ordered = self._by_id
+        if ordered is None:
+            active = self.active
+            ordered = self._by_id = [active[j] for j in sorted(active)]
+        return ordered
+
     def _units(self) -> list[Unit]:
-        singles: list[Unit] = [self.active[j] for j in sorted(self.active)]
+        singles: list[Unit] = list(self._active_by_id())
         if not self.pairs:
             return singles
         paired = [self.pairs[k] for k in sorted(self.pairs) if self.pairs[k].allocation]
@@ -374,37 +453,29 @@ class Mechanism:
         for column in range(len(self.worker_types)):
             self.worker_time[column] = half_round * tracked
         units: list[Unit] = [*self.active.values(), *self.pairs.values()]
+        columns = range(len(self.worker_types))
         for job in units:
-            for column in range(len(self.worker_types)):
-                should = job.allocation[column] * elapsed if job.allocation else 0.0
-                job.deficit[column] += should - (job.time_so_far[column] - half_round)
-                job.time_so_far[column] = half_round
+            allocation, deficit, time_so_far = job.allocation, job.deficit, job.time_so_far
+            for column in columns:
+                should = allocation[column] * elapsed if allocation else 0.0
+                received = time_so_far[column] - half_round
+                if should == 0.0 and received == 0.0:
+                    continue  # nothing owed, nothing received: the deficit stays as it is
+                deficit[column] += should - received
+                time_so_far[column] = half_round
         self.last_reset_s = now
 
     def _policy_input(self, now: float) -> PolicyInput:
-        jobs = [self.active[j] for j in sorted(self.active)]
+        jobs = self._active_by_id()
+        throughputs = np.fromiter(
+            chain.from_iterable(j.rates for j in jobs), float, len(jobs) * len(self.capacity)
+        )
         return PolicyInput(
             now=now,
-            jobs=tuple(
-                PolicyJob(
-                    job_id=j.job_id,
-                    job_type=j.spec.job_type,
-                    scale_factor=j.spec.scale_factor,
-                    priority_weight=j.spec.priority_weight,
-                    arrival_time=j.spec.arrival_time,
-                    total_steps=j.spec.total_steps,
-                    steps_done=j.steps_done,
-                    slo=j.spec.slo,
-                    entity=j.spec.entity,
-                    mode=j.spec.mode,
-                    time_run_s=j.time_run_s,
-                    speed=j.speed,
-                )
-                for j in jobs
-            ),
+            jobs=tuple(map(_policy_view, jobs)),
             worker_types=self.worker_types,
             capacity=self.capacity,
-            throughputs=np.array([j.rates for j in jobs]).reshape(len(jobs), len(self.capacity)),
+            throughputs=throughputs.reshape(len(jobs), len(self.capacity)),
             table=self.table,
             prices=self.prices,
             round_length_s=self.config.round_length_s,
@@ -435,29 +506,57 @@ class Mechanism:
         reset (plus carried deficit); pairs with no allocation come last (backfill)."""
         half_round = self.config.round_length_s / 2
         elapsed = now - self.last_reset_s
-        entries = []
+        backfill = self.policy.backfill
+        # The (unit, type) entries as columns: sorted by (allocated, owed, share) descending,
+        # ties by position (arrival order, singles then pairs), then by type order.
+        allocated_of: list[bool] = []
+        owed_of: list[float] = []
+        share_of: list[float] = []
+        position_of: list[int] = []
+        entries: list[tuple[int, Unit]] = []
         for position, unit in enumerate(self._units()):
             allocation = unit.allocation
+            if allocation is None and not backfill:
+                continue  # the walk stops before the first unallocated entry
+            rates, time_so_far, deficit = unit.rates, unit.time_so_far, unit.deficit
             for column in order:
-                if unit.rates[column] <= 0:
+                if rates[column] <= 0:
                     continue
                 share = allocation[column] if allocation is not None else 0.0
-                received = unit.time_so_far[column] - half_round
-                owed = unit.deficit[column] + share * elapsed - received
-                entries.append((share > 0, owed, share, -position, column, unit))
-        entries.sort(key=itemgetter(0, 1, 2, 3), reverse=True)
-        backfill = self.policy.backfill
-        left = {column: int(self.capacity[column]) for column in order}
+                allocated = share > 0
+                if not allocated and not backfill:
+                    continue
+                allocated_of.append(allocated)
+                received = time_so_far[column] - half_round
+                owed_of.append(deficit[column] + share * elapsed - received)
+                share_of.append(share)
+                position_of.append(position)
+                entries.append((column, unit))
+        count = len(entries)
+        # A stable sort, ascending on the negated keys: the order of Python's stable sort with
+        # reverse=True on (allocated, owed, share, -position).
+        walk = np.lexsort(
+            (
+                np.fromiter(position_of, np.int64, count),
+                -np.fromiter(share_of, float, count),
+                -np.fromiter(owed_of, float, count),
+                -np.fromiter(allocated_of, np.int8, count),
+            )
+        ).tolist()
+        left = dict(zip(order, (self._gpus_of_column[column] for column in order), strict=True))
+        free = sum(left.values())
         chosen: dict[int, list[Unit]] = {column: [] for column in order}
         selected: set[int] = set()
-        for allocated, _, _, _, column, unit in entries:
-            if not allocated and not backfill:
-                break
-            if unit.scale_factor > left[column] or not selected.isdisjoint(unit.member_ids):
+        for column, unit in map(entries.__getitem__, walk):
+            size = unit.scale_factor
+            if size > left[column] or not selected.isdisjoint(unit.member_ids):
                 continue
-            left[column] -= unit.scale_factor
+            left[column] -= size
             selected.update(unit.member_ids)
             chosen[column].append(unit)
+            free -= size
+            if free == 0:
+                break  # every GPU is taken (gangs have at least one GPU)
         return chosen
 
     def _select_in_order(
@@ -494,7 +593,6 @@ class Mechanism:
         units = self._units()
         chosen: dict[int, list[Unit]] = {}
         selected: set[int] = set()
-        by_key = itemgetter(0, 1, 2)
         for column in order:
             worker_time = self.worker_time[column]
             entries: list[tuple[float, float, float, Unit]] = []
@@ -509,17 +607,16 @@ class Mechanism:
                 fraction = unit.time_so_far[column] / worker_time if worker_time > 0 else 0.0
                 priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
                 append((priority, unit.deficit[column], share, unit))
-            entries.sort(key=by_key, reverse=True)
-            left = int(self.capacity[column])
+            entries.sort(key=_PRIORITY_KEY, reverse=True)
+            left = self._gpus_of_column[column]
             picked: list[Unit] = []
             for priority, _, _, unit in entries:
-                if left == 0:
-                    break
                 size = unit.scale_factor
+                if size > left:
+                    continue
                 ids = unit.member_ids
                 if (
-                    size > left
-                    or ids[0] in selected
+                    ids[0] in selected
                     or (len(ids) > 1 and ids[1] in selected)
                     or unit.rates[column] <= 0
                     or (not backfill and priority <= 0)
@@ -528,6 +625,8 @@ class Mechanism:
                 left -= size
                 selected.update(ids)
                 picked.append(unit)
+                if left == 0:
+                    break
             chosen[column] = picked
         return chosen
 
@@ -557,7 +656,7 @@ class Mechanism:
                 # (immutable), marked as having kept their GPUs.
                 for unit in runnable:
                     last = stayed[unit.key]
-                    assignments.append(last if last.kept_gpus else last._replace(kept_gpus=True))
+                    assignments.append(last if last.kept_gpus else _kept(last))
                 continue
             requests = [
                 PlacementRequest(unit.key, unit.scale_factor, last.gpus if last else None)
@@ -592,57 +691,72 @@ class Mechanism:
         grants = placement.place_with_resources(self.resource_servers[column], requests)
         check_resource_placement(placement, self.servers_by_column[column], requests, grants)
         placed = []
+        worker_type = self.worker_types[column]
         for unit in runnable:
             grant = grants.get(unit.key)
             if grant is None:
                 continue
-            gpus = grant.gpus
-            if isinstance(unit, JobState):
-                unit.speed = grant.speed
-            assignment = self._assignment(unit, column, gpus, last_gpus.get(unit.key) == gpus)
-            rates = tuple(rate * grant.speed for rate in assignment.rates)
-            placed.append(assignment._replace(rates=rates, grant=grant))
+            parts, speed = grant
+            gpus = tuple(parts[0].gpus) if len(parts) == 1 else grant.gpus
+            if type(unit) is JobState:
+                unit.speed = speed
+                rates: tuple[float, ...] = (self._rates_on(unit, column, gpus)[0] * speed,)
+            else:
+                rates = tuple(rate * speed for rate in self._rates_on(unit, column, gpus))
+            kept = last_gpus.get(unit.key) == gpus
+            placed.append(Assignment(unit, column, worker_type, gpus, rates, kept, grant))
         return placed
 
     def _reset_speeds(self) -> None:
         """Every job's speed back to what the placement aims for (Synergy resets each job's
         speedup before every round); the round's grants then overwrite it."""
         nominal = getattr(self.placement, "nominal_speed", None)
-        for job in self.active.values():
-            if nominal is None:
+        if nominal is None:
+            for job in self.active.values():
                 job.speed = 1.0
-                continue
-            column = max(range(len(job.rates)), key=lambda c: job.rates[c])
-            servers = self.resource_servers[column]
+            return
+        for job in self.active.values():
+            rates = job.rates
+            column = rates.index(max(rates))  # the fastest type (the first of equals)
             key = (job.spec.job_type, job.scale_factor, column)
             speed = self._nominal_speeds.get(key)
             if speed is None:
+                servers = self.resource_servers[column]
                 speed = nominal(job.spec.job_type, job.scale_factor, servers[0]) if servers else 1.0
                 self._nominal_speeds[key] = speed
             job.speed = speed
 
     def _assignment(self, unit: Unit, column: int, gpus: tuple[int, ...], kept: bool) -> Assignment:
-        if isinstance(unit, JobState):
-            rate = unit.rates[column]
-            spread = len(gpus) > 1 and len({self.server_of_gpu[g] for g in gpus}) > 1
-            if spread and self.config.placement_sensitive:
-                rate = unit.unconsolidated_rates[column]
-            rates: tuple[float, ...] = (rate,)
-        else:
-            rates = unit.pair_rates[column]
-        return Assignment(unit, column, self.worker_types[column], gpus, rates, kept)
+        return Assignment(
+            unit, column, self.worker_types[column], gpus, self._rates_on(unit, column, gpus), kept
+        )
+
+    def _rates_on(self, unit: Unit, column: int, gpus: tuple[int, ...]) -> tuple[float, ...]:
+        """Steps/s of each member of `unit` on these GPUs of a worker type."""
+        if isinstance(unit, PairState):
+            return unit.pair_rates[column]
+        if (
+            len(gpus) > 1
+            and self.config.placement_sensitive
+            and len({self.server_of_gpu[g] for g in gpus}) > 1
+        ):
+            return (unit.unconsolidated_rates[column],)  # the gang straddles servers
+        return (unit.rates[column],)
 
     def _count_leases(self, assignments: list[Assignment]) -> None:
-        now_running = {a.unit.key: a for a in assignments}
+        """Count last round's units that are still here (lease opportunities) and those that
+        run on the same GPUs again (extensions: the assignments `_place` marked as having kept
+        their GPUs, which it does exactly when last round's were of the same type and equal)."""
         active, pairs = self.active, self.pairs
-        opportunities = extensions = 0
-        for key, before in self.previous_round.items():
+        opportunities = 0
+        for key in self.previous_round:
             if key in active or key in pairs:
                 opportunities += 1
-                now = now_running.get(key)
-                if now is not None and now.column == before.column and now.gpus == before.gpus:
-                    extensions += 1
+        extensions = 0
+        for assignment in assignments:
+            if assignment.kept_gpus:
+                extensions += 1
         self.stats.lease_opportunities += opportunities
         self.stats.lease_extensions += extensions
         self.stats.preemptions += opportunities - extensions
-        self.previous_round = now_running
+        self.previous_round = {assignment.unit.key: assignment for assignment in assignments}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -80,8 +81,15 @@ class ThroughputTable:
         self.isolated.setdefault((job_type, scale_factor), {})[worker_type] = value
 
 
+# The usual key, a plain quoted name and a scale factor: read without Python's parser.
+_PLAIN_KEY = re.compile(r"\('([^'\\]*)', ([1-9][0-9]*)\)")
+
+
 def parse_job_key(text: str) -> JobKey:
     """Parse Gavel's tuple-string key `"('ResNet-18 (batch size 32)', 1)"`."""
+    plain = _PLAIN_KEY.fullmatch(text)
+    if plain is not None:
+        return (plain.group(1), int(plain.group(2)))
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError) as exc:

@@ -72,7 +72,13 @@ class Placed:
     holdings: list[Holding] = field(default_factory=list)
 
     def speed(self) -> float:
-        return min(self.profile.speed(*holding.per_gpu) for holding in self.holdings)
+        speed = self.profile.speed
+        holdings = self.holdings
+        if len(holdings) == 1:  # on one server: the common case
+            (holding,) = holdings
+            count = len(holding.gpus)
+            return speed(holding.cpus / count, holding.memory_gb / count)
+        return min(speed(*holding.per_gpu) for holding in holdings)
 
     def grant(self) -> ResourceGrant:
         parts = tuple(
@@ -111,9 +117,16 @@ class Books:
         def usable(book: ServerBook) -> int:
             return book.usable_gpus(per_gpu(book) if per_gpu else None)
 
-        previous = self._previous_choice(request, usable)
-        if previous is not None:
-            return previous
+        previous = request.previous_gpus
+        if previous is not None and need == 1 and len(previous) == 1:
+            # One GPU, held last round: keep it if it is free and its server has room.
+            book = self.book_of_gpu.get(previous[0])
+            if book is not None and previous[0] in book.free_gpus and usable(book) >= 1:
+                return [(book, (previous[0],))]
+        else:
+            kept = self._previous_choice(request, usable)
+            if kept is not None:
+                return kept
         fitting = [book for book in self.books if usable(book) >= need]
         if fitting:
             best = min(fitting, key=lambda b: (len(b.free_gpus), b.server.server_id))
@@ -157,8 +170,11 @@ class Books:
     ) -> Placed:
         placed = Placed(request, profile or profile_for(request.job_type))
         for book, gpus in choice:
-            taken = set(gpus)
-            book.free_gpus = [gpu for gpu in book.free_gpus if gpu not in taken]
+            if len(gpus) == 1 and gpus[0] in book.free_gpus:
+                book.free_gpus.remove(gpus[0])
+            else:
+                taken = set(gpus)
+                book.free_gpus = [gpu for gpu in book.free_gpus if gpu not in taken]
             cpus, memory = per_gpu(book)
             holding = Holding(book, placed, gpus, 0.0, 0.0)
             holding.resize(cpus * len(gpus), memory * len(gpus))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
@@ -22,6 +22,8 @@ FAIR_CPUS_PER_GPU = 3.0
 FAIR_MEM_GB_PER_GPU = 62.5
 # The profiles give 20 GB (62.5/3 truncated) for the smallest memory cell, labelled 20.83.
 _SNAP_GB = 1.0
+# Interpolated speeds kept per profile (a bound for placements that ask continuous amounts).
+_SPEED_CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +39,27 @@ class ResourceProfile:
     best_mem_gb_per_gpu: float
     speedup: float  # speed at the best-case demand
     iter_time_s: float  # seconds per iteration at the fair share
+    # Speeds already interpolated, by (CPUs, GB) per GPU: placements ask for the same few
+    # amounts (fair share, best case) for every job in every round.
+    _speeds: dict[tuple[float, float], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     def speed(self, cpus_per_gpu: float, mem_gb_per_gpu: float) -> float:
         """Throughput relative to the fair share with these resources per GPU."""
+        key = (cpus_per_gpu, mem_gb_per_gpu)
+        known = self._speeds.get(key)
+        if known is not None:
+            return known
+        speed = self._interpolate(cpus_per_gpu, mem_gb_per_gpu)
+        # Positive amounts only: a cached 0.0 must not answer for -0.0 (or the reverse).
+        if cpus_per_gpu > 0 and mem_gb_per_gpu > 0:
+            if len(self._speeds) >= _SPEED_CACHE_SIZE:
+                self._speeds.clear()
+            self._speeds[key] = speed
+        return speed
+
+    def _interpolate(self, cpus_per_gpu: float, mem_gb_per_gpu: float) -> float:
         cpu_axis, mem_axis = self.cpu_axis, self.mem_axis
         cpu_scale = mem_scale = 1.0
         if cpus_per_gpu < cpu_axis[0]:

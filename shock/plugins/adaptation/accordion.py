@@ -27,7 +27,11 @@ class AccordionAdaptation:
         numerator = round(rules.warmup_fraction * 10)
         sizes = []
         for epoch in range(num_epochs):
-            critical = any(start <= epoch < end for start, end in regimes)
+            critical = False
+            for start, end in regimes:  # a plain loop: this runs for every epoch of every job
+                if start <= epoch < end:
+                    critical = True
+                    break
             warming_up = 10 * epoch <= numerator * num_epochs
             sizes.append(initial if critical or warming_up else largest)
         return sizes

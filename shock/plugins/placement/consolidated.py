@@ -6,6 +6,8 @@ larger gangs first.
 
 from __future__ import annotations
 
+from heapq import heappop, heappush
+
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.placement import PlacementRequest
 from shock.core.policy import UnitKey
@@ -44,13 +46,15 @@ class FirstFitPlacement:
     def place(
         self, servers: list[list[int]], requests: list[PlacementRequest]
     ) -> dict[UnitKey, tuple[int, ...]]:
-        ordered = _by_size(requests)
+        sizes = {r.scale_factor for r in requests}
+        one_size = len(sizes) == 1  # then no sorting or grouping by size is needed
+        ordered = requests if one_size else _by_size(requests)
         taken: set[int] = set()
         placed: dict[UnitKey, tuple[int, ...]] = {}
         gpus_in_order = [gpu for server in servers for gpu in server]
         # Gavel extends leases size class by size class, largest first.
-        for size in sorted({r.scale_factor for r in ordered}, reverse=True):
-            same_size = [r for r in ordered if r.scale_factor == size]
+        for size in sorted(sizes, reverse=True):
+            same_size = ordered if one_size else [r for r in ordered if r.scale_factor == size]
             placed.update(_extend_leases(same_size, taken))
             cursor = 0
             for request in same_size:
@@ -83,15 +87,16 @@ class ConsolidatedPlacement:
         taken: set[int] = set()
         placed = _extend_leases(ordered, taken)
         free = [[gpu for gpu in server if gpu not in taken] for server in servers]
+        by_free = _ServersByFree(free)
         for request in ordered:
             if request.key in placed:
                 continue
             need = request.scale_factor
-            fitting = [i for i, gpus in enumerate(free) if len(gpus) >= need]
-            if fitting:
-                best = min(fitting, key=lambda i: (len(free[i]), i))
+            best = by_free.tightest(need)
+            if best is not None:
                 gpus = tuple(free[best][:need])
                 free[best] = free[best][need:]
+                by_free.add(best, len(free[best]))
             else:
                 chosen: list[int] = []
                 for i in sorted(range(len(free)), key=lambda i: (-len(free[i]), i)):
@@ -101,8 +106,30 @@ class ConsolidatedPlacement:
                     if len(chosen) == need:
                         break
                 gpus = tuple(chosen)
+                by_free = _ServersByFree(free)
             placed[request.key] = gpus
         return placed
+
+
+class _ServersByFree:
+    """Server indices grouped by their number of free GPUs, lowest index first in each group:
+    the tightest fit for a gang is then found without scanning every server."""
+
+    def __init__(self, free: list[list[int]]) -> None:
+        self.groups: list[list[int]] = [[] for _ in range(max(map(len, free), default=0) + 1)]
+        for index, gpus in enumerate(free):
+            self.groups[len(gpus)].append(index)  # in increasing order: already a heap
+
+    def tightest(self, need: int) -> int | None:
+        """Take out the server with the fewest free GPUs >= need (lowest index on ties)."""
+        groups = self.groups
+        for count in range(need, len(groups)):
+            if groups[count]:
+                return heappop(groups[count])
+        return None
+
+    def add(self, index: int, free_gpus: int) -> None:
+        heappush(self.groups[free_gpus], index)
 
 
 @hookimpl

@@ -29,6 +29,8 @@ from shock.resources.books import (
 from shock.resources.catalog import profile_for
 from shock.resources.profiles import ResourceProfile
 
+_Grants = dict[UnitKey, ResourceGrant]
+
 
 class _ResourcePlacement:
     extends_leases = True
@@ -40,23 +42,48 @@ class _ResourcePlacement:
         raise TypeError(f"placement '{getattr(self, 'name', '?')}' is resource-aware")
 
 
-class ProportionalPlacement(_ResourcePlacement):
+class _RepeatingPlacement(_ResourcePlacement):
+    """A placement whose grants follow from the servers and requests alone: a round that
+    asks exactly what the last one asked (same units, order and GPUs held) gets the same
+    grants back without placing again, as happens whenever no job arrived or left."""
+
+    def __init__(self) -> None:
+        # (servers, requests, grants) of the last call, replaced as one.
+        self._last: tuple[list[ServerResources], list[ResourceRequest], _Grants] | None = None
+
+    def place_with_resources(
+        self, servers: list[ServerResources], requests: list[ResourceRequest]
+    ) -> _Grants:
+        last = self._last
+        if last is not None and last[1] == requests and last[0] == servers:
+            return dict(last[2])
+        grants = self._place(servers, requests)
+        self._last = (list(servers), list(requests), grants)
+        return dict(grants)
+
+    def _place(
+        self, servers: list[ServerResources], requests: list[ResourceRequest]
+    ) -> dict[UnitKey, ResourceGrant]:
+        raise NotImplementedError
+
+
+class ProportionalPlacement(_RepeatingPlacement):
     name = "proportional"
     description = "GPU-proportional CPUs and memory (Synergy's baseline); gangs consolidated"
     # Synergy's simulator's baseline.
     default_for_presets = ("synergy",)
 
-    def place_with_resources(
+    def _place(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
         return _each_with(servers, requests, lambda profile: fair_share)
 
 
-class GreedyPlacement(_ResourcePlacement):
+class GreedyPlacement(_RepeatingPlacement):
     name = "greedy"
     description = "each job's best-case CPUs and memory, or it waits (Synergy-GREEDY)"
 
-    def place_with_resources(
+    def _place(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
         return _each_with(servers, requests, best_case)
@@ -81,14 +108,14 @@ def _each_with(
     return books.grants()
 
 
-class TunePlacement(_ResourcePlacement):
+class TunePlacement(_RepeatingPlacement):
     name = "tune"
     description = (
         "best-case CPUs and memory where they fit, else the fair share, taken back from jobs "
         "holding more if need be (Synergy-TUNE)"
     )
 
-    def place_with_resources(
+    def _place(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
         books = Books(servers)

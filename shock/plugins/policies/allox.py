@@ -58,7 +58,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
@@ -87,6 +86,8 @@ def match_jobs(lane_time: np.ndarray, lanes: np.ndarray) -> Matching:
     `lanes[w]` the number of lanes (free GPUs) of type w. Every job with a finite entry on a
     type with lanes is matched.
     """
+    from scipy.optimize import linear_sum_assignment  # imported only when AlloX runs
+
     m, n = lane_time.shape
     column = np.full(m, -1, dtype=np.intp)
     level = np.zeros(m, dtype=np.intp)

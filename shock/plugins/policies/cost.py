@@ -35,13 +35,13 @@ Prices come from the run's --prices; both policies refuse to run without them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from shock.core.errors import ShockError, SolverError
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
 from shock.core.solver import SolverSpec, solve_pyomo
@@ -53,6 +53,11 @@ from shock.plugins.policies.rate_lp import (
     rate_triplets,
 )
 from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+else:
+    pyo = lazy_module("pyomo.environ")
 
 # Requirements and the best ratio are used this much below what the LPs found, so that the
 # next LP stays feasible within its solver's tolerances.

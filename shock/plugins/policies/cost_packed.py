@@ -19,16 +19,23 @@ normalised throughput beats either job alone.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.sparse as sparse
 
 from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.lazy import lazy_module
 from shock.core.policy import Allocation, PolicyInput
 from shock.core.solver import SolverSpec
 from shock.plugins.policies.cost import _MARGIN, CostNormalisedThroughput, slo_targets
 from shock.plugins.policies.sparse_lp import RowBlock, solve_blocks
 from shock.plugins.policies.units import Units, clean_unit_fractions, job_units
+
+if TYPE_CHECKING:
+    import scipy.sparse as sparse
+else:
+    sparse = lazy_module("scipy.sparse")
 
 
 class CostNormalisedThroughputPacked(CostNormalisedThroughput):

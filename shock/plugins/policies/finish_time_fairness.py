@@ -44,13 +44,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, highs_lp, solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
 from shock.core.policy_state import by_job, job_keyed
@@ -62,6 +62,11 @@ from shock.plugins.policies.rate_lp import (
     subproblem,
 )
 from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+else:
+    pyo = lazy_module("pyomo.environ")
 
 # Bisection stops when (upper - lower) <= RELATIVE_GAP * upper.
 RELATIVE_GAP = 1e-6

@@ -17,10 +17,12 @@ mutable demands (rho is feasible iff l >= 1).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.sparse as sparse
 
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, highs_lp
 from shock.core.policy import Allocation, PolicyInput, ProblemClass, UnitKey
 from shock.core.solver import SolverSpec
@@ -33,6 +35,11 @@ from shock.plugins.policies.finish_time_fairness import (
 )
 from shock.plugins.policies.rate_lp import simplex_highs, subproblem
 from shock.plugins.policies.units import Units, clean_unit_fractions, job_units
+
+if TYPE_CHECKING:
+    import scipy.sparse as sparse
+else:
+    sparse = lazy_module("scipy.sparse")
 
 # Tighter than finish_time_fairness' 1e-6: every solver then lands within 1e-8 of the optimum.
 RELATIVE_GAP = 1e-8

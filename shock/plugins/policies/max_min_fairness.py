@@ -9,24 +9,35 @@ throughput to 1, so it balances time, not work.
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyomo.environ as pyo
 
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
 from shock.core.solver import SolverSpec, solve_pyomo
 from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
 
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+else:
+    pyo = lazy_module("pyomo.environ")
 
-def normalised_rates(problem: PolicyInput, heterogeneity_aware: bool) -> np.ndarray:
-    """Coefficient c[j, w]: job j's weighted, normalised progress per unit time on type w."""
+
+def normalised_rates(
+    problem: PolicyInput, heterogeneity_aware: bool, scale_factors: np.ndarray | None = None
+) -> np.ndarray:
+    """Coefficient c[j, w]: job j's weighted, normalised progress per unit time on type w
+    (`scale_factors`: the problem's, when the caller has them already)."""
     throughputs = problem.throughputs if heterogeneity_aware else np.ones_like(problem.throughputs)
     share = problem.capacity / problem.capacity.sum()
     equal_share = throughputs @ share
     equal_share[equal_share <= 0] = np.inf  # a job that cannot run anywhere gets rate 0
-    rates = throughputs * (problem.scale_factors / problem.priority_weights / equal_share)[:, None]
+    if scale_factors is None:
+        scale_factors = problem.scale_factors
+    rates = throughputs * (scale_factors / problem.priority_weights / equal_share)[:, None]
     return rates
 
 
@@ -46,13 +57,14 @@ class MaxMinFairness(Policy):
         keys = tuple(job.job_id for job in problem.jobs)
         if not keys:
             return Allocation.empty(problem.worker_types)
-        rates = normalised_rates(problem, self.heterogeneity_aware)
+        scale_factors = problem.scale_factors
+        rates = normalised_rates(problem, self.heterogeneity_aware, scale_factors)
         if solver.uses_fast_path:
             # Identical jobs (same rates and gang size) have interchangeable rows: averaging any
             # optimum over their permutations keeps it optimal, so one row per class, with the
             # class size in the capacity rows, has the same optimum and a smaller LP.
-            classes, class_of_job, sizes = _job_classes(rates, problem.scale_factors)
-            gang_gpus = problem.scale_factors[classes] * sizes
+            classes, class_of_job, sizes = _job_classes(rates, scale_factors)
+            gang_gpus = scale_factors[classes] * sizes
             lp = self.matrix_lp(rates[classes], gang_gpus, problem.capacity)
             solution = solve_matrix_lp(lp, solver)
             per_class = solution[:-1].reshape(len(classes), rates.shape[1])
@@ -111,15 +123,19 @@ def _job_classes(
     in order of first appearance, so a problem without duplicates keeps its exact LP."""
     class_by_key: dict[bytes, int] = {}
     first: list[int] = []
-    class_of_job = np.empty(len(rates), dtype=np.intp)
+    classes: list[int] = []
     keyed = np.column_stack([rates, scale_factors])
-    for row in range(len(keyed)):
-        key = keyed[row].tobytes()
+    # Each row's bytes, cut from one copy of the whole (C-ordered) matrix.
+    raw = keyed.tobytes()
+    width = keyed.shape[1] * keyed.itemsize
+    for row, start in enumerate(range(0, len(raw), width)):
+        key = raw[start : start + width]
         index = class_by_key.get(key)
         if index is None:
             index = class_by_key[key] = len(first)
             first.append(row)
-        class_of_job[row] = index
+        classes.append(index)
+    class_of_job = np.array(classes, dtype=np.intp)
     sizes = np.bincount(class_of_job, minlength=len(first)).astype(float)
     return np.array(first, dtype=np.intp), class_of_job, sizes
 

@@ -21,12 +21,12 @@ class solution is then carried by few concrete pairs with the same per-job total
 from __future__ import annotations
 
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyomo.environ as pyo
-import scipy.sparse as sparse
 
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass, UnitKey
 from shock.core.solver import SolverSpec, solve_pyomo
@@ -38,6 +38,13 @@ from shock.plugins.policies.packing import (
     job_classes,
     pair_rates,
 )
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+    import scipy.sparse as sparse
+else:
+    pyo = lazy_module("pyomo.environ")
+    sparse = lazy_module("scipy.sparse")
 
 
 def _equal_share_throughput(problem: PolicyInput) -> np.ndarray:

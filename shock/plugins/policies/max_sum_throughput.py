@@ -16,10 +16,12 @@ jobs share evenly instead of one vertex taking everything.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pyomo.environ as pyo
 
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
 from shock.core.solver import SolverSpec, solve_pyomo
@@ -29,6 +31,11 @@ from shock.plugins.policies.rate_lp import (
     normalised_throughput_coefficients,
 )
 from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+else:
+    pyo = lazy_module("pyomo.environ")
 
 
 def throughput_lp(coefficients: np.ndarray, scale: np.ndarray, capacity: np.ndarray) -> MatrixLP:

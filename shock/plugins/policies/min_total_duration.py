@@ -29,10 +29,12 @@ finish, so it gets no time and the makespan is over the others.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pyomo.environ as pyo
 
 from shock.core.hookspecs import Register, hookimpl
+from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
 from shock.core.solver import SolverSpec, solve_pyomo
@@ -44,6 +46,11 @@ from shock.plugins.policies.rate_lp import (
     subproblem,
 )
 from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+else:
+    pyo = lazy_module("pyomo.environ")
 
 
 def makespan(throughputs: np.ndarray, remaining: np.ndarray, fractions: np.ndarray) -> float:

@@ -9,13 +9,20 @@ variable per column and one constraint per row, so every solver gets the same LP
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyomo.environ as pyo
-import scipy.sparse as sparse
 
+from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
 from shock.core.solver import SolverSpec, solve_pyomo
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+    import scipy.sparse as sparse
+else:
+    pyo = lazy_module("pyomo.environ")
+    sparse = lazy_module("scipy.sparse")
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,17 @@ x[j, w] is the fraction of time job j spends on worker type w:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyomo.environ as pyo
 
+from shock.core.lazy import lazy_module
 from shock.core.policy import PolicyInput
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+else:
+    pyo = lazy_module("pyomo.environ")
 
 
 def base_model(problem: PolicyInput) -> Any:
@@ -48,5 +53,6 @@ def clean_fractions(values: np.ndarray) -> np.ndarray:
     values[values < 1e-9] = 0.0
     sums = values.sum(axis=1)
     over = sums > 1.0
-    values[over] /= sums[over, None]
+    if over.any():
+        values[over] /= sums[over, None]
     return values

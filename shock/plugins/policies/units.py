@@ -12,13 +12,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyomo.environ as pyo
-import scipy.sparse as sparse
 
+from shock.core.lazy import lazy_module
 from shock.core.policy import Allocation, PolicyInput, UnitKey
 from shock.plugins.policies.packing import pair_rates
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+    import scipy.sparse as sparse
+else:
+    pyo = lazy_module("pyomo.environ")
+    sparse = lazy_module("scipy.sparse")
 
 
 @dataclass(frozen=True, slots=True)

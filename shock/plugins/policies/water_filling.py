@@ -26,17 +26,23 @@ until no candidate has headroom (any that could rise would make the sum positive
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyomo.environ as pyo
-import scipy.sparse as sparse
 
 from shock.core.errors import SolverError
+from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, highs_lp
 from shock.core.solver import SolverSpec, solve_pyomo
 from shock.plugins.policies.rate_lp import simplex_highs
 from shock.plugins.policies.units import Units
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+    import scipy.sparse as sparse
+else:
+    pyo = lazy_module("pyomo.environ")
+    sparse = lazy_module("scipy.sparse")
 
 # A job counts as raisable when its headroom exceeds this fraction of the level (and as
 # tight when its progress is within it); frozen levels are kept this much below the level
