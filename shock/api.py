@@ -64,6 +64,7 @@ from shock.core.model import Cluster, JobSpec, Server
 from shock.core.placement import Placement, PlacementRequest
 from shock.core.plugins import PluginRegistry, default_registry, load_plugins
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, ProblemClass, UnitKey
+from shock.core.pyomo_solver import PyomoSolver
 from shock.core.resource_placement import (
     GrantPart,
     ResourceGrant,
@@ -111,6 +112,7 @@ __all__ = [  # grouped in the module docstring
     "PolicyInput",
     "PolicyJob",
     "ProblemClass",
+    "PyomoSolver",
     "Register",
     "ResourceGrant",
     "ResourcePlacement",

@@ -286,3 +286,19 @@ def test_a_grpc_option_with_the_simulator_is_a_clear_error(tmp_path: Path) -> No
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "backend 'simulator' has no option --local-workers" in " ".join(result.stderr.split())
+
+
+def test_grpc_runs_on_the_named_cluster_unless_workers_are_given(tmp_path: Path) -> None:
+    """--cluster names the servers (one local worker each, a cluster file's with their CPUs
+    and memory); worker options replace it; a runtime built in code is kept."""
+    runtime = ClusterRuntime(job_command=("python", "job.py"), heartbeat_s=0.2)
+    named = build_request(
+        RunOptions(backend="grpc", cluster="synergy-128", cluster_runtime=runtime)
+    )
+    assert named.cluster.name == "synergy-128" and named.cluster.has_server_resources
+    assert named.config.cluster_runtime == runtime
+    replaced = build_request(
+        RunOptions(backend="grpc", cluster="synergy-128", backend_options=("local_workers=1",))
+    )
+    assert replaced.cluster.gpus_per_type == {"v100": 2}
+    assert [server.num_gpus for server in replaced.cluster.servers()] == [2]

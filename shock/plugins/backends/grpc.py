@@ -28,20 +28,30 @@ if TYPE_CHECKING:
 LOCAL_ROUND_LENGTH_S = 30.0
 
 
+DEFAULT_LOCAL_WORKERS = 2
+DEFAULT_GPUS_PER_WORKER = 2
+DEFAULT_GPU_TYPE = "v100"
+
+
 @dataclass(frozen=True, slots=True)
 class GrpcOptions:
-    """`shock run --backend grpc` options: N local workers of G GPUs of one type are the
-    cluster `type=N*G`, G GPUs per server (one worker per server)."""
+    """`shock run --backend grpc` options. The local workers are one per server of the run's
+    cluster: `--cluster` (a cluster file's servers bring their CPUs and memory), or N workers
+    of G GPUs of one type, `type=N*G`, when any of the three worker options is given or no
+    `--cluster` is (2 workers of 2 V100s)."""
 
-    local_workers: int = field(
-        default=2,
-        metadata={"help": "Local worker agents to start; with --gpus-per-worker and "
+    local_workers: int | None = field(
+        default=None,
+        metadata={"help": "Local worker agents to start (default 2); with --gpus-per-worker and "
                           "--gpu-type they replace --cluster."},
     )  # fmt: skip
-    gpus_per_worker: int = field(
-        default=2, metadata={"help": "Simulated GPUs per worker (real CUDA devices if present)."}
+    gpus_per_worker: int | None = field(
+        default=None,
+        metadata={"help": "Simulated GPUs per worker (real CUDA devices if present; default 2)."},
     )
-    gpu_type: str = field(default="v100", metadata={"help": "The workers' GPU type."})
+    gpu_type: str | None = field(
+        default=None, metadata={"help": "The workers' GPU type (default v100)."}
+    )
     job_command: str | None = field(
         default=None,
         metadata={"help": "Command that runs one job (default: python -m shock.workloads.run)."},
@@ -50,15 +60,19 @@ class GrpcOptions:
         default=None,
         metadata={"help": "Journal, checkpoints and logs (default: a temporary directory)."},
     )
-    heartbeat: float = field(default=1.0, metadata={"help": "Worker heartbeat period (s)."})
+    heartbeat: float | None = field(
+        default=None, metadata={"help": "Worker heartbeat period (s; default 1)."}
+    )
     checkpoint_every: float | None = field(
         default=None, metadata={"help": "Jobs checkpoint at least this often (s)."}
     )
 
     def __post_init__(self) -> None:
-        if self.local_workers < 1 or self.gpus_per_worker < 1:
+        if (self.local_workers is not None and self.local_workers < 1) or (
+            self.gpus_per_worker is not None and self.gpus_per_worker < 1
+        ):
             raise ValueError("--local-workers and --gpus-per-worker must be >= 1")
-        if not self.heartbeat > 0:
+        if self.heartbeat is not None and not self.heartbeat > 0:
             raise ValueError("--heartbeat must be > 0")
         if self.checkpoint_every is not None and not self.checkpoint_every > 0:
             raise ValueError("--checkpoint-every must be > 0")
@@ -73,24 +87,36 @@ class GrpcOptions:
         except ValueError as exc:
             raise ValueError(f"--job-command: cannot split '{self.job_command}': {exc}") from None
 
-    def cluster_runtime(self) -> ClusterRuntime:
+    def cluster_runtime(self, base: ClusterRuntime | None = None) -> ClusterRuntime:
+        """The runtime these options give; what they leave unsaid stays as in `base`."""
+        base = base or ClusterRuntime()
         return ClusterRuntime(
-            job_command=self.job_command_parts(),
-            state_dir=str(self.state_dir) if self.state_dir else None,
-            heartbeat_s=self.heartbeat,
-            checkpoint_every_s=self.checkpoint_every,
+            job_command=self.job_command_parts() or base.job_command,
+            state_dir=str(self.state_dir) if self.state_dir else base.state_dir,
+            heartbeat_s=base.heartbeat_s if self.heartbeat is None else self.heartbeat,
+            checkpoint_every_s=(
+                base.checkpoint_every_s if self.checkpoint_every is None else self.checkpoint_every
+            ),
         )
 
     def adjust_run(self, run: RunOptions) -> RunOptions:
-        """The local workers are the run's cluster; rounds default to LOCAL_ROUND_LENGTH_S."""
-        return replace(
+        """The local workers' cluster; rounds default to LOCAL_ROUND_LENGTH_S."""
+        run = replace(
             run,
-            cluster=f"{self.gpu_type}={self.local_workers * self.gpus_per_worker}",
-            gpus_per_server=self.gpus_per_worker,
             round_length_s=(
                 LOCAL_ROUND_LENGTH_S if run.round_length_s is None else run.round_length_s
             ),
-            cluster_runtime=self.cluster_runtime(),
+            cluster_runtime=self.cluster_runtime(run.cluster_runtime),
+        )
+        workers_given = (self.local_workers, self.gpus_per_worker, self.gpu_type) != (None,) * 3
+        if run.cluster is not None and not workers_given:
+            return run  # one worker per server of the cluster the user named
+        workers = self.local_workers or DEFAULT_LOCAL_WORKERS
+        gpus = self.gpus_per_worker or DEFAULT_GPUS_PER_WORKER
+        return replace(
+            run,
+            cluster=f"{self.gpu_type or DEFAULT_GPU_TYPE}={workers * gpus}",
+            gpus_per_server=gpus,
         )
 
 
