@@ -249,13 +249,14 @@ class Engine:
                 else None
             )
             assignments = mechanism.plan_round(now)
-            if hooks.allocation_computed and mechanism.stats.allocations != allocations_seen:
+            # Counted over the run: a resize starts a mechanism with counters at zero.
+            allocations = self.stats_base.allocations + mechanism.stats.allocations
+            if hooks.allocation_computed and allocations != allocations_seen:
+                solve_s = self.stats_base.solver_seconds + mechanism.stats.solver_seconds
                 hooks.allocation_computed(
-                    event=AllocationComputed(
-                        now, self.policy.name, len(mechanism.active), mechanism.stats.solver_seconds
-                    )
+                    event=AllocationComputed(now, self.policy.name, len(mechanism.active), solve_s)
                 )
-            allocations_seen = mechanism.stats.allocations
+            allocations_seen = allocations
             if not assignments:
                 continue
             idle_rounds = 0
