@@ -3,8 +3,10 @@ and fires the same observer events: one engine decides on both, only the executo
 
 The cluster runs the stand-in job (tests/fake_job.py), which makes a fixed number of steps
 per second, and the run's throughput table says exactly that rate, so both backends plan with
-the same numbers. Rounds before the first completion depend on nothing a wall clock can move
-(the jobs that ran are owed a round less than those that did not), so they must agree.
+the same numbers. The first two rounds depend on nothing a wall clock can move (all jobs are
+owed the same at first and are taken in id order; then the two that waited are owed a whole
+round more), so they must agree. From the third round on every job has had one round, and
+which of two equally owed pairs goes first is up to a few milliseconds of real round time.
 """
 
 from __future__ import annotations
@@ -63,8 +65,8 @@ def test_the_simulator_and_the_grpc_cluster_plan_the_same_rounds(tmp_path: Path)
     real, real_result = _recorded(replace(options, backend="grpc"))
 
     # Each job runs 1.0 * rate = 20 steps a round in the simulator: none of the 60-step jobs
-    # completes in the first three rounds, on either backend (real jobs lose start-up time).
-    assert simulated.rounds[:3] == real.rounds[:3]
+    # completes in the first two rounds, on either backend (real jobs lose start-up time).
+    assert simulated.rounds[:2] == real.rounds[:2]
     assert [ids for ids, _, _ in simulated.rounds[0]] == [(0,), (1,)]
     assert [ids for ids, _, _ in simulated.rounds[1]] == [(2,), (3,)]
     for recorder in (simulated, real):
