@@ -49,16 +49,21 @@ class SimulatedExecutor:
         start = plan.start_s
         round_length = plan.end_s - start
         quantised = self.quantised
-        units = []
+        units: list[UnitProgress] = []
+        append = units.append
         end = start
         for unit in plan.units:
             lost = unit.overhead_s
-            if len(unit.job_ids) == 1:  # the common case, kept lean
+            if len(unit.job_ids) == 1:  # the common case, kept lean (no min/max calls)
                 rate = unit.rates[0]
                 left = unit.steps_left[0]
-                count = min(max(int(rate * (round_length - lost)), 1), left)
+                count: float = int(rate * (round_length - lost))
+                if count < 1:
+                    count = 1
+                if count > left:
+                    count = left
                 finish = plan.end_s if quantised else start + lost + count / rate
-                units.append(_new_tuple(UnitProgress, ((count,), (finish,), finish - start)))
+                append(_new_tuple(UnitProgress, ((count,), (finish,), finish - start)))
                 if finish > end:
                     end = finish
                 continue
@@ -69,7 +74,7 @@ class SimulatedExecutor:
                 counts.append(count)
                 finishes.append(plan.end_s if quantised else start + lost + count / rate)
             unit_finish = max(finishes)
-            units.append(UnitProgress(tuple(counts), tuple(finishes), unit_finish - start))
+            append(UnitProgress(tuple(counts), tuple(finishes), unit_finish - start))
             end = max(end, unit_finish)
         self.now = end
         return RoundReport(end, tuple(units))
