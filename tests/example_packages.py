@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -98,3 +99,16 @@ def install_example(directory: str, distribution: str, module: str) -> None:
             )
         pytest.fail(f"pip install -e {source} failed:\n{output}")
     importlib.invalidate_caches()
+
+
+@contextmanager
+def example_module(package: str, source_dir: Path, module: str) -> Iterator[ModuleType]:
+    """`package.module` of an example, installed or straight from its source tree."""
+    added = importlib.util.find_spec(package) is None
+    if added:
+        sys.path.insert(0, str(source_dir))
+    try:
+        yield importlib.import_module(f"{package}.{module}")
+    finally:
+        if added:
+            sys.path.remove(str(source_dir))

@@ -7,8 +7,6 @@ unit tests import its module from the source tree.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import re
@@ -20,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from example_packages import EXAMPLES, install_example
+from example_packages import EXAMPLES, example_module, install_example
 
 from shock.api import ExecutorCapabilities, PlannedUnit, RoundPlan
 
@@ -159,14 +157,8 @@ def test_bad_option_is_a_clear_error(args: list[str], expected: str, tmp_path: P
 @pytest.fixture(scope="module")
 def noisy() -> Iterator[ModuleType]:
     """`shock_example_backend.noisy`, installed or straight from the source tree."""
-    added = importlib.util.find_spec(MODULE) is None
-    if added:
-        sys.path.insert(0, str(EXAMPLE_DIR))
-    try:
-        yield importlib.import_module(f"{MODULE}.noisy")
-    finally:
-        if added:
-            sys.path.remove(str(EXAMPLE_DIR))
+    with example_module(MODULE, EXAMPLE_DIR, "noisy") as module:
+        yield module
 
 
 def _unit(job_id: int, rate: float, left: float, overhead: float = 0.0) -> PlannedUnit:

@@ -8,8 +8,6 @@ module from the source tree and need no install.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import re
@@ -21,7 +19,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from example_packages import EXAMPLES, install_example
+from example_packages import EXAMPLES, example_module, install_example
 
 from shock.core.errors import UnknownPluginError
 from shock.core.hookspecs import Register, hookimpl
@@ -85,14 +83,8 @@ def test_shock_run_with_example_policy(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def sjf_module() -> Iterator[ModuleType]:
     """`shock_example_policy.sjf`, installed or straight from the source tree."""
-    added = importlib.util.find_spec(MODULE) is None
-    if added:
-        sys.path.insert(0, str(EXAMPLE_DIR))
-    try:
-        yield importlib.import_module(f"{MODULE}.sjf")
-    finally:
-        if added:
-            sys.path.remove(str(EXAMPLE_DIR))
+    with example_module(MODULE, EXAMPLE_DIR, "sjf") as module:
+        yield module
 
 
 @pytest.fixture
