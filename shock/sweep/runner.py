@@ -165,7 +165,8 @@ def _run_pending(cells: list[Cell], out_dir: Path, parallel: int) -> Iterable[Ce
     # Spawned workers: no state forked from the parent (plugin registries, solver handles).
     context = multiprocessing.get_context("spawn")
     workers = max(1, min(parallel, len(cells)))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    try:
         futures: dict[Future[CellOutcome], Cell] = {
             pool.submit(run_cell, cell, out_dir): cell for cell in cells
         }
@@ -174,6 +175,9 @@ def _run_pending(cells: list[Cell], out_dir: Path, parallel: int) -> Iterable[Ce
                 yield future.result()
             except Exception as exc:  # e.g. a worker that died
                 yield CellOutcome(futures[future].key, FAILED, f"{type(exc).__name__}: {exc}")
+    finally:
+        # On Ctrl-C the queued cells are dropped, not run: the next sweep resumes them.
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _option_columns(spec: SweepSpec) -> list[str]:
