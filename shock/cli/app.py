@@ -18,6 +18,7 @@ from shock.cli.cluster_list_commands import clusters_command
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.profile_commands import profile_command
 from shock.cli.progress import ProgressObserver
+from shock.cli.sweep_commands import sweep_command
 from shock.cli.synergy_commands import synergy_trace_command
 from shock.cli.trace_commands import trace_app
 from shock.core.errors import ShockError
@@ -37,6 +38,7 @@ app.command("profile")(profile_command)
 app.command("serve")(serve_command)
 app.command("worker")(worker_command)
 app.command("clusters")(clusters_command)
+app.command("sweep")(sweep_command)
 trace_app.command("synergy")(synergy_trace_command)
 
 

@@ -1,0 +1,64 @@
+"""`shock sweep`: the product of option lists, run as cells in local worker processes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from shock.sweep.runner import FAILED, CellOutcome, plan_cells, run_sweep
+from shock.sweep.spec import load_spec
+
+
+def sweep_command(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Sweep spec (TOML).")],
+    out: Annotated[
+        Path, typer.Option(help="Directory for cells/<key>.json and runs.csv.")
+    ],
+    parallel: Annotated[
+        int | None, typer.Option(help="Worker processes (default: the machine's cores).")
+    ] = None,
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+) -> None:
+    """Run every combination of a spec's [grid] lists; cells done before are skipped."""
+    if parallel is not None and parallel < 1:
+        raise typer.BadParameter("must be >= 1", param_hint="--parallel")
+    spec = load_spec(spec_path)
+    cells = plan_cells(spec, out)
+    total = len({cell.key for cell in cells})
+    console = Console(emoji=False)
+    progress = Progress(
+        TextColumn("[bold]sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("cells · {task.fields[failed]} failed · {task.fields[left]} left"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=quiet,
+    )
+    task = progress.add_task("sweep", total=total, failed=0, left=total)
+    counts = {"seen": 0, "failed": 0}
+
+    def advance(outcome: CellOutcome) -> None:
+        counts["seen"] += 1
+        counts["failed"] += outcome.status == FAILED
+        progress.update(task, advance=1, failed=counts["failed"], left=total - counts["seen"])
+
+    with progress:
+        summary = run_sweep(spec, cells, out, parallel or os.cpu_count() or 1, advance)
+    console.print(
+        f"{total} cells: {summary.ran} run, {summary.skipped} done before, "
+        f"{summary.failed} failed; table in {out / 'runs.csv'}",
+        highlight=False,
+    )
+    failures = {o.key: o.error for o in summary.outcomes if o.status == FAILED}
+    for key, error in failures.items():
+        console.print(f"[red]failed[/] {key}: {escape(error)}", highlight=False, soft_wrap=True)
+    if failures:
+        raise typer.Exit(1)
