@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from shock_cli import run_shock
 from typer.testing import CliRunner
 
 from shock.cli.app import app
@@ -19,7 +20,6 @@ from shock.core.trace import write_trace
 from shock.sweep.cells import make_cell
 from shock.sweep.spec import load_spec
 from shock.traces.generator import WorkloadConfig, generate_jobs
-from tests.shock_cli import run_shock
 
 GRID_SPEC = """
 [base]
