@@ -19,3 +19,18 @@ def run_shock(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
     )
+
+
+def run_shock_wide(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m shock ...` in a fresh interpreter (which sees newly installed plugins), wide
+    enough that no table cell wraps."""
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("FORCE_COLOR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "shock", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )

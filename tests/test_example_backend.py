@@ -8,10 +8,7 @@ unit tests import its module from the source tree.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +16,7 @@ from typing import Any
 
 import pytest
 from example_packages import EXAMPLES, example_module, install_example
+from shock_cli import run_shock_wide
 
 from shock.api import ExecutorCapabilities, PlannedUnit, RoundPlan
 
@@ -35,18 +33,7 @@ def example_installed() -> None:
     install_example(EXAMPLE_DIR.name, DISTRIBUTION, MODULE)
 
 
-def _shock(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """`python -m shock ...` in a fresh interpreter (which sees newly installed plugins)."""
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("FORCE_COLOR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "shock", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=300,
-    )
+_shock = run_shock_wide
 
 
 def _document(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:

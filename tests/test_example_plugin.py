@@ -9,10 +9,7 @@ module from the source tree and need no install.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +17,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 from example_packages import EXAMPLES, example_module, install_example
+from shock_cli import run_shock_wide
 
 from shock.core.errors import UnknownPluginError
 from shock.core.hookspecs import Register, hookimpl
@@ -39,18 +37,7 @@ def example_installed() -> None:
     install_example(EXAMPLE_DIR.name, DISTRIBUTION, MODULE)
 
 
-def _shock(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `python -m shock ...` in a fresh interpreter (which sees newly installed plugins)."""
-    env = {**os.environ, "COLUMNS": "200"}  # wide enough that no table cell wraps
-    env.pop("FORCE_COLOR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "shock", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=300,
-    )
+_shock = run_shock_wide
 
 
 # The installed example through the CLI.
