@@ -271,3 +271,34 @@ def test_the_engine_orders_batch_sizes_its_executors_jobs_do_not_adapt_themselve
     native = OrderRecorder(frozenset({"static", "accordion", "gns"}))
     Engine(_dynamic_request(tmp_path), native, "orders").run()
     assert native.orders == []
+
+
+def test_a_resized_cluster_keeps_each_jobs_progress_and_counters() -> None:
+    request = _request()
+    engine = Engine(request, SimulatedExecutor(), "simulator")
+    engine.executor.start(request, engine.jobs)
+    mechanism = engine._prepare(request.cluster)
+    engine._admit_arrived(mechanism, 0.0)
+    now = 0.0
+    for _ in range(3):
+        assignments = mechanism.plan_round(now)
+        plan = RoundPlan(1, now, now + 360.0, engine._plan_units(assignments, None))
+        report = engine.executor.run_round(plan)
+        engine._apply(report, assignments)
+        now = report.end_s
+    engine.now = now
+    before = engine.snapshot()
+    smaller = Cluster({"v100": 2, "p100": 2}, {"v100": 8, "p100": 8})
+    resized = engine._resize(smaller)
+    after = engine.snapshot()
+    assert resized is engine.mechanism and resized.worker_types == ("p100", "v100")
+    assert [job["id"] for job in after["jobs"]] == [job["id"] for job in before["jobs"]]
+    assert any(job["steps_done"] > 0 for job in before["jobs"])
+    for was, now_is in zip(before["jobs"], after["jobs"], strict=True):
+        assert now_is["steps_done"] == was["steps_done"]
+        assert now_is["time_run_s"] == was["time_run_s"]
+        assert now_is["counters"] == {w: was["counters"][w] for w in ("p100", "v100")}
+    assert after["clock"]["worker_time"] == {
+        w: before["clock"]["worker_time"][w] for w in ("p100", "v100")
+    }
+    assert after["stats"] == before["stats"]  # the old mechanism's counts carried over

@@ -9,6 +9,7 @@ the simulator and the real clusters differ only in their executor.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Collection
@@ -16,7 +17,7 @@ from typing import Any
 
 from shock.core.adaptation import BatchSizeRules
 from shock.core.dynamics import BatchSchedule, batch_schedules, whole_epochs_alone_s
-from shock.core.engine_state import EngineCounters, MeasuredKey, restore, snapshot
+from shock.core.engine_state import EngineCounters, RestoredRun, restore, snapshot
 from shock.core.epochs import steps_per_epoch
 from shock.core.errors import ShockError
 from shock.core.events import (
@@ -35,13 +36,12 @@ from shock.core.executor import (
     RoundPlan,
     RoundReport,
 )
-from shock.core.measured_throughputs import DEFAULT_STEPS_PER_S
+from shock.core.measured_throughputs import ThroughputEstimates
 from shock.core.mechanism import Assignment, JobState, Mechanism, MechanismStats, UnitKey
 from shock.core.metrics import JobRecord, RunCounters, compute_metrics
 from shock.core.model import Cluster, JobSpec
 from shock.core.results import RunResult
 from shock.core.run import RunConfig, RunRequest
-from shock.core.throughputs import ThroughputTable
 
 _log = logging.getLogger(__name__)
 
@@ -86,8 +86,9 @@ class Engine:
             sorted(request.trace.jobs, key=lambda j: (j.arrival_time, j.job_id))
         )
         self.hooks = _Hooks(request.registry.hook)
-        # Rates a measuring executor reported; they replace the table's, which is a prior.
-        self.measured: dict[MeasuredKey, float] = {}
+        # Rates a measuring executor reported (smoothed already, so each replaces the last);
+        # they replace the table's, which is a prior.
+        self.rates = ThroughputEstimates(prior=request.table, smoothing=1.0)
         self.mechanism: Mechanism | None = None
         self.stats_base = MechanismStats()  # counters of mechanisms replaced by a resize
         self.records: list[JobRecord] = []
@@ -104,25 +105,13 @@ class Engine:
 
     # Set-up.
 
-    def _estimate(self, job_type: str, scale_factor: int, worker_type: str) -> float:
-        measured = self.measured.get((job_type, scale_factor, worker_type))
-        if measured is not None:
-            return measured
-        prior = self.request.table.throughput(job_type, scale_factor, worker_type)
-        return prior or DEFAULT_STEPS_PER_S
-
     def _build_mechanism(self, cluster: Cluster) -> Mechanism:
         table = self.request.table
         if self.capabilities.measures_rates:
             # The mechanism's own table: measurements are written into it.
-            table = ThroughputTable(source=f"measured, prior {self.request.table.source}")
             keys = {(j.job_type, j.scale_factor) for j in self.jobs}
-            keys |= {(job_type, scale) for job_type, scale, _ in self.measured}
-            for job_type, scale in sorted(keys):
-                for worker_type in cluster.worker_types:
-                    table.set(
-                        job_type, scale, worker_type, self._estimate(job_type, scale, worker_type)
-                    )
+            keys |= {(job_type, scale) for job_type, scale, _ in self.rates.measured}
+            table = self.rates.table(sorted(keys), cluster.worker_types)
         prices = self.config.prices
         if prices is not None and any(w not in prices for w in cluster.worker_types):
             prices = None
@@ -458,8 +447,7 @@ class Engine:
         re-solves when it moved a lot."""
         if not self.capabilities.measures_rates or steps_per_s <= 0:
             return
-        value = steps_per_s
-        self.measured[(job_type, scale_factor, worker_type)] = value
+        value = self.rates.observe(job_type, scale_factor, worker_type, steps_per_s)
         if worker_type not in mechanism.worker_types:
             return
         column = mechanism.worker_types.index(worker_type)
@@ -491,16 +479,20 @@ class Engine:
         if not self.capabilities.measures_rates:
             return
         for worker_type in mechanism.worker_types:
-            rate = self._estimate(job_type, scale_factor, worker_type)
+            rate = self.rates.estimate(job_type, scale_factor, worker_type)
             mechanism.table.set(job_type, scale_factor, worker_type, rate)
 
     # A changed cluster.
 
     def _resize(self, cluster: Cluster) -> Mechanism:
-        """A mechanism for the cluster as it is now; jobs keep their progress, batch size
-        and time counters, the allocation clock goes on."""
+        """A mechanism for the cluster as it is now: the engine's state restored into it, so
+        jobs keep their progress, batch size and time counters and the allocation clock goes
+        on, exactly as after a crash."""
         old = self.mechanism
         assert old is not None
+        # Through JSON, as a journal would keep it: the policy gets its memory back as data,
+        # sharing nothing with its live state.
+        state = json.loads(json.dumps(self.snapshot()))
         base, stats = self.stats_base, old.stats
         base.preemptions += stats.preemptions
         base.lease_extensions += stats.lease_extensions
@@ -510,23 +502,7 @@ class Engine:
         new = self._build_mechanism(cluster)
         if not self.capabilities.measures_rates:
             new.table = old.table
-        new.last_reset_s = old.last_reset_s
-        for column, worker_type in enumerate(new.worker_types):
-            if worker_type in old.worker_types:
-                new.worker_time[column] = old.worker_time[old.worker_types.index(worker_type)]
-        for job_id in sorted(old.active):
-            before = old.active[job_id]
-            # Its spec carries its current batch size's job type and step target.
-            self._ensure_rates(new, before.spec.job_type, before.scale_factor)
-            after = new.admit(before.spec)
-            after.steps_done = before.steps_done
-            after.time_run_s = before.time_run_s
-            after.speed = before.speed
-            for column, worker_type in enumerate(new.worker_types):
-                if worker_type in old.worker_types:
-                    previous = old.worker_types.index(worker_type)
-                    after.time_so_far[column] = before.time_so_far[previous]
-                    after.deficit[column] = before.deficit[previous]
+        self._restore_into(new, state)
         self.mechanism = new
         return new
 
@@ -550,7 +526,7 @@ class Engine:
             EngineCounters(self.rounds, self.busy_gpu_seconds, stats),
             self.records,
             self.isolated_runtime,
-            self.measured,
+            {key: value for key, (value, _) in self.rates.measured.items()},
             self.policy,
         )
 
@@ -558,8 +534,9 @@ class Engine:
         if self.capabilities.durable:
             self.executor.save_state(self.snapshot())
 
-    def _restore(self, mechanism: Mechanism, document: dict[str, Any]) -> Mechanism:
-        """Go on from a saved state: its jobs admitted with their progress and counters."""
+    def _restore_into(self, mechanism: Mechanism, document: dict[str, Any]) -> RestoredRun:
+        """The saved jobs admitted to `mechanism` with their progress and counters, its clock
+        set, and the policy given its memory back."""
         for saved in document.get("jobs", ()):
             job = self._by_id.get(int(saved["id"]))
             if job is not None:
@@ -567,12 +544,18 @@ class Engine:
         fresh = self.request.policy.for_run(self.config.seed)
         restored, policy = restore(document, mechanism, self._by_id, self.policy, fresh)
         self.policy = mechanism.policy = policy
+        return restored
+
+    def _restore(self, mechanism: Mechanism, document: dict[str, Any]) -> Mechanism:
+        """Go on from a saved state: its jobs, counters, records and measured rates."""
+        restored = self._restore_into(mechanism, document)
         self.rounds = restored.counters.rounds
         self.busy_gpu_seconds = restored.counters.busy_gpu_seconds
         self.stats_base = restored.counters.stats
         self.records = restored.records
         self.isolated_runtime = restored.isolated_runtime
-        self.measured = restored.measured
+        for (job_type, scale, worker_type), value in restored.measured.items():
+            self.rates.observe(job_type, scale, worker_type, value)
         while (
             self.next_arrival < len(self.jobs)
             and self.jobs[self.next_arrival].job_id in restored.admitted
