@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from shock.core.hookspecs import Register, hookimpl
@@ -44,7 +45,7 @@ def parse_thresholds(text: str) -> tuple[float, ...]:
         ) from None
     if any(not value > 0 or value == float("inf") for value in values):
         raise ValueError(f"queue_thresholds must be finite and > 0, got '{text}'")
-    if any(b <= a for a, b in zip(values, values[1:], strict=False)):
+    if any(b <= a for a, b in pairwise(values)):
         raise ValueError(f"queue_thresholds must increase, got '{text}'")
     return values
 
