@@ -155,7 +155,9 @@ class Tiresias(OrderingPolicy):
 
     def attained(self, job: PolicyJob) -> float:
         """GPU-seconds since the job arrived or was last promoted."""
-        return (job.time_run_s - self._jobs[job.job_id].base_run_s) * job.scale_factor
+        state = self._jobs.get(job.job_id)
+        base = 0.0 if state is None else state.base_run_s
+        return (job.time_run_s - base) * job.scale_factor
 
     def _observe(self, problem: PolicyInput) -> None:
         now = problem.now
@@ -167,7 +169,8 @@ class Tiresias(OrderingPolicy):
             state = self._jobs.get(job.job_id)
             ran = 0.0
             if state is None:
-                state = QueueState(0, job.arrival_time, job.time_run_s, job.time_run_s)
+                # First seen: its service counts from its arrival (it was never promoted).
+                state = QueueState(0, job.arrival_time, 0.0, job.time_run_s)
                 self._jobs[job.job_id] = state
             else:
                 ran = job.time_run_s - state.last_run_s
@@ -177,8 +180,12 @@ class Tiresias(OrderingPolicy):
             executed = job.time_run_s - state.base_run_s
             # Only a job that waited through the last round is promoted (as the paper's
             # simulator checks pending jobs only).
-            if factor > 0 and state.queue > 0 and ran == 0 and executed > 0 and (
-                state.waited_s >= factor * executed
+            if (
+                factor > 0
+                and state.queue > 0
+                and ran == 0
+                and executed > 0
+                and (state.waited_s >= factor * executed)
             ):
                 state.queue, state.entered_s = 0, now
                 state.base_run_s, state.waited_s = job.time_run_s, 0.0
