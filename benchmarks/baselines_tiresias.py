@@ -62,6 +62,7 @@ def _shockwave_canonical() -> Scenario:
     import shockwave  # benchmarks/shockwave.py
 
     canonical = shockwave.canonical_setup(25)
+
     def simulate(policy: str, policy_options: tuple[str, ...]) -> RunResult:
         result: RunResult = shockwave.simulate(canonical, policy, policy_options)
         return result
