@@ -41,12 +41,13 @@ from shock.traces.generator import WorkloadConfig, generate_jobs
 
 POLICIES = ("fifo", "las", "max_min_fairness", "srtf", "tiresias", "tiresias_gittins")
 # Beside the defaults: thresholds at 10 and 100 GPU-hours (nearer the size of Gavel's jobs),
-# and Gittins with the supremum over every quantum.
+# Gittins with the supremum over every quantum, and the starvation knob on.
 SCALED = ("queue_thresholds=36000,360000",)
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "tiresias (10, 100 GPU-h)": ("tiresias", SCALED),
     "tiresias_gittins (10, 100 GPU-h)": ("tiresias_gittins", SCALED),
     "tiresias_gittins (sup over Δ)": ("tiresias_gittins", ("gittins_quantum=0",)),
+    "tiresias (starvation K = 8)": ("tiresias", ("starvation_factor=8",)),
 }
 GAVEL_JOBS = 400
 JOBS_PER_HOUR = 1.0
