@@ -99,11 +99,12 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Print the tables; `argv` (default: the command line) as for the script."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller Gavel trace, one cluster")
     parser.add_argument("--json", type=Path, help="write the numbers here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     console = Console(width=130)
     rows: list[dict[str, object]] = []
     for scenario in scenarios(args.quick):
