@@ -33,6 +33,7 @@ from shock.core.resource_placement import (
     ResourcePlacement,
     ResourceRequest,
     ServerResources,
+    requested_per_gpu,
 )
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
@@ -683,7 +684,11 @@ class Mechanism:
                 last_gpus[unit.key] = last.gpus
         requests = [
             ResourceRequest(
-                unit.key, unit.scale_factor, unit.members[0].spec.job_type, last_gpus.get(unit.key)
+                unit.key,
+                unit.scale_factor,
+                unit.members[0].spec.job_type,
+                last_gpus.get(unit.key),
+                requested_per_gpu(unit.members[0].spec),
             )
             for unit in runnable
         ]
