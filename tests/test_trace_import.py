@@ -173,6 +173,13 @@ def test_philly_gpus_and_run_times_come_from_the_attempts(tmp_path: Path) -> Non
     ]
     summed = imported("philly", [log], models="random-synergy", attempts="sum")
     assert [j.duration for j in summed] == [3600.0, 2400.0]
+    # Each attempt a job of its own, arriving when the one before ended (Synergy's default).
+    each = imported("philly", [log], models="random-synergy", attempts="each")
+    assert [(j.duration, j.arrival_time) for j in each] == [
+        (3600.0, 0.0),  # app_1, submitted 10:00
+        (1800.0, 300.0),  # app_2's first attempt that ran, at its submission (10:05)
+        (600.0, 2160.0),  # its next, when that one ended (10:36)
+    ]
     every = imported("philly", [log], models="random-synergy", statuses=("Pass", "Killed"))
     assert [j.duration for j in every] == [3600.0, 600.0, 7200.0]
     assert [j.arrival_time for j in every] == [0.0, 300.0, 1200.0]

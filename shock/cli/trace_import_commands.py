@@ -66,7 +66,8 @@ def import_command(
         typer.Option(help="Comma-separated statuses to keep, or any (default: per format)."),
     ] = None,
     attempts: Annotated[
-        str, typer.Option(help="Philly: run time of the last attempt, or the sum (last, sum).")
+        str,
+        typer.Option(help="Philly: the last attempt's run time, the sum, or each one a job."),
     ] = "last",
     rate: Annotated[
         float | None,

@@ -17,7 +17,12 @@ from shock.core.throughputs import ThroughputTable
 from shock.traces.importers.alibaba2023 import OPENB_PHASES, OpenbOptions, read_alibaba2023
 from shock.traces.importers.helios import HELIOS_STATES, HeliosOptions, read_helios
 from shock.traces.importers.pai2020 import PAI_STATUSES, PaiOptions, read_pai2020
-from shock.traces.importers.philly import PHILLY_STATUSES, PhillyOptions, read_philly
+from shock.traces.importers.philly import (
+    ATTEMPT_RULES,
+    PHILLY_STATUSES,
+    PhillyOptions,
+    read_philly,
+)
 from shock.traces.importers.records import RawJob, ReadCounts
 from shock.traces.importers.shaping import ImportSummary, ShapeOptions, shape_jobs
 
@@ -94,8 +99,10 @@ def import_trace(
             f"({', '.join(info.statuses)}, or any)",
             field="--status",
         )
-    if attempts not in ("last", "sum"):
-        raise InputError(f"expected last or sum, got '{attempts}'", field="--attempts")
+    if attempts not in ATTEMPT_RULES:
+        raise InputError(
+            f"expected one of {', '.join(ATTEMPT_RULES)}, got '{attempts}'", field="--attempts"
+        )
     counts = ReadCounts()
     summary = ImportSummary()
     jobs = shape_jobs(

@@ -5,7 +5,9 @@ Each job: `jobid`, `user`, `vc`, `status` (Pass, Killed or Failed), `submitted_t
 `gpus` it used). As Synergy's and Blox's parsers do: attempts whose start or end time is
 missing (`None`) or that ran no time or on no GPU are skipped, a job with none left is
 dropped, the GPU count is that of the attempt (all servers' GPUs), and the run time is the
-last attempt's (`--attempts last`) or the sum over attempts (`--attempts sum`).
+last attempt's (`--attempts last`) or the sum over attempts (`--attempts sum`), or each
+attempt is a job of its own that arrives when the previous one ended (`--attempts each`, the
+parsers' default).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from shock.core.errors import InputError
 from shock.traces.importers.records import RawJob, ReadCounts, Record, json_list_items, parse_time
 
 PHILLY_STATUSES = ("Pass", "Killed", "Failed")
-AttemptRule = Literal["last", "sum"]
+AttemptRule = Literal["last", "sum", "each"]
+ATTEMPT_RULES = ("last", "sum", "each")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,14 +37,12 @@ def read_philly(paths: list[Path], options: PhillyOptions, counts: ReadCounts) -
     path = paths[0]
     for line, item in json_list_items(path):
         counts.read += 1
-        job = _job(path, line, item, options, counts)
-        if job is not None:
-            yield job
+        yield from _jobs(path, line, item, options, counts)
 
 
-def _job(
+def _jobs(
     path: Path, line: int, item: object, options: PhillyOptions, counts: ReadCounts
-) -> RawJob | None:
+) -> list[RawJob]:
     record = Record(path, line, {})
     if not isinstance(item, dict):
         raise record.error(None, f"expected a job (a JSON object), got {type(item).__name__}")
@@ -51,34 +52,40 @@ def _job(
     status = item["status"]
     if status not in options.statuses:
         counts.drop(f"status {status}")
-        return None
+        return []
     submitted = parse_time(item["submitted_time"], record, "submitted_time")
     if submitted is None:
         counts.drop("no submission time")
-        return None
+        return []
     attempts = item["attempts"]
     if not isinstance(attempts, list):
         raise record.error("attempts", "expected a list")
-    runs: list[tuple[float, int]] = []
+    runs: list[tuple[float, float, int]] = []
     for attempt in attempts:
         run = _attempt(record, attempt)
         if run is not None:
             runs.append(run)
     if not runs:
         counts.drop("no attempt that ran")
-        return None
-    duration = runs[-1][0] if options.attempts == "last" else sum(run[0] for run in runs)
-    return RawJob(
-        name=str(item["jobid"]),
-        submit_s=submitted,
-        duration_s=duration,
-        gpus=runs[-1][1],
-        user=_name(item.get("user")),
-        vc=_name(item.get("vc")),
-    )
+        return []
+    name, user, vc = str(item["jobid"]), _name(item.get("user")), _name(item.get("vc"))
+    if options.attempts == "each":
+        counts.read += len(runs) - 1  # each attempt is a job
+        arrivals = [submitted] + [end for _start, end, _gpus in runs[:-1]]
+        return [
+            RawJob(f"{name}-attempt{k + 1}", arrival, end - start, gpus, user, vc)
+            for k, (arrival, (start, end, gpus)) in enumerate(zip(arrivals, runs, strict=True))
+        ]
+    last_start, last_end, gpus = runs[-1]
+    if options.attempts == "last":
+        duration = last_end - last_start
+    else:
+        duration = sum(end - start for start, end, _gpus in runs)
+    return [RawJob(name, submitted, duration, gpus, user, vc)]
 
 
-def _attempt(record: Record, attempt: object) -> tuple[float, int] | None:
+def _attempt(record: Record, attempt: object) -> tuple[float, float, int] | None:
+    """(start, end, GPUs) of an attempt that ran; None for one that did not."""
     if not isinstance(attempt, dict):
         raise record.error("attempts", "expected each attempt to be a JSON object")
     for key in ("start_time", "end_time", "detail"):
@@ -96,7 +103,7 @@ def _attempt(record: Record, attempt: object) -> tuple[float, int] | None:
         if not isinstance(server, dict) or not isinstance(server.get("gpus"), list):
             raise record.error("attempts.detail.gpus", "expected a list of GPUs for each server")
         gpus += len(server["gpus"])
-    return (end - start, gpus) if gpus > 0 else None
+    return (start, end, gpus) if gpus > 0 else None
 
 
 def _name(value: object) -> str | None:
