@@ -525,3 +525,29 @@ def test_a_bad_file_is_reported_without_a_traceback(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert f"{path}:1" in done.stderr and "bad JSON" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ("p0,lots,49152,2,1000,V100M32,LS,Succeeded,100,7300,200", "cpu_milli"),
+        ("p0,12000,49152,2,1000,V100M32,LS,Succeeded,100,later,200", "deletion_time"),
+        ("p0,12000,49152,two,1000,V100M32,LS,Succeeded,100,7300,200", "num_gpu"),
+    ],
+)
+def test_bad_alibaba2023_rows(tmp_path: Path, row: str, field: str) -> None:
+    pods = openb_pods(tmp_path / "pods.csv", ["p1,1000,1024,1,1000,,LS,Running,0,10,1", row])
+    with pytest.raises(InputError) as caught:
+        imported("alibaba2023", [pods])
+    assert (caught.value.path, caught.value.line, caught.value.field) == (str(pods), 3, field)
+
+
+def test_nothing_left_says_what_was_dropped(tmp_path: Path) -> None:
+    pods = sample_openb(tmp_path / "pods.csv")
+    with pytest.raises(InputError) as caught:
+        imported("alibaba2023", [pods], statuses=("Pending",))
+    assert "read 5" in str(caught.value) and "phase Succeeded: 2" in str(caught.value)
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(InputError, match="file is empty"):
+        imported("helios", [empty])

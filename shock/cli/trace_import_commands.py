@@ -130,6 +130,12 @@ def import_command(
         console.print(f"dropped: {dropped}", highlight=False)
     console.print(f"models: {classes}", highlight=False)
     console.print(f"wrote {summary.written} jobs to {output} ({target} format)", highlight=False)
+    if target not in _CSV_FORMATS and any(j.cpus or j.memory_gb for j in imported):
+        console.print(
+            f"note: a {target} trace has no columns for the jobs' CPU and memory requests; "
+            "write a Synergy CSV (-o x.csv) to keep them",
+            highlight=False,
+        )
 
 
 def convert_command(

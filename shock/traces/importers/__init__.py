@@ -109,4 +109,12 @@ def import_trace(
         info.read(paths, chosen, attempts, counts), options, table, summary, known=info.entities
     )
     summary.merge(counts)
+    if not jobs:
+        dropped = "; ".join(f"{reason}: {n}" for reason, n in sorted(summary.dropped.items()))
+        raise InputError(
+            f"no job left to write: read {summary.read}"
+            + (f", dropped {dropped}" if dropped else "")
+            + " (see --status and the other filters)",
+            path=paths[0] if len(paths) == 1 else None,
+        )
     return jobs, summary

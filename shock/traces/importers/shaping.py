@@ -166,8 +166,6 @@ def shape_jobs(
         job = picker.job(job_id, raw, arrival, summary)
         if job is not None:
             jobs.append(job)
-    if not jobs:
-        raise InputError("no job of the trace is left after the filters; check the options")
     summary.written = len(jobs)
     return [job if job.job_id == index else _renumber(job, index) for index, job in enumerate(jobs)]
 
