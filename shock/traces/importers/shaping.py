@@ -9,16 +9,19 @@ give the same trace.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
 from typing import Literal
 
 from shock.core.errors import InputError
 from shock.core.model import JobSpec
 from shock.core.throughputs import ThroughputTable
-from shock.resources.profiles import synergy_profiles
+from shock.resources.profiles import PROFILE_FILE, synergy_profiles
 from shock.traces.importers.records import RawJob, ReadCounts
 from shock.traces.templates import JobTemplate, gavel_templates
 
@@ -35,7 +38,7 @@ ENTITY_CHOICES: tuple[str, ...] = ("user", "vc", "none")
 # Pollux's workload classes by GPU-time (GPU-hours): small < 1 <= medium < 10 <= large < 100
 # <= xlarge. Each class maps to Gavel's model families closest to the models Pollux gave it
 # (small: CIFAR-10 ResNet-18 and MovieLens NCF; medium: BERT and DeepSpeech2, language and
-# speech models; large: YOLOv3; xlarge: ImageNet ResNet-50).
+# speech models; large: YOLOv3, which Gavel lacks; xlarge: ImageNet ResNet-50).
 GPU_TIME_CLASSES: tuple[tuple[str, float, tuple[str, ...]], ...] = (
     ("small", 1.0, ("ResNet-18", "Recommendation")),
     ("medium", 10.0, ("LM", "Transformer")),
@@ -167,13 +170,8 @@ def shape_jobs(
         if job is not None:
             jobs.append(job)
     summary.written = len(jobs)
-    return [job if job.job_id == index else _renumber(job, index) for index, job in enumerate(jobs)]
-
-
-def _renumber(job: JobSpec, job_id: int) -> JobSpec:
-    from dataclasses import replace
-
-    return replace(job, job_id=job_id)
+    # Ids stay consecutive where the model choice dropped a job.
+    return [job if job.job_id == i else replace(job, job_id=i) for i, job in enumerate(jobs)]
 
 
 def _sample(jobs: list[RawJob], options: ShapeOptions) -> list[RawJob]:
@@ -289,12 +287,9 @@ def _gpu_time_class(gpu_hours: float) -> tuple[str, tuple[str, ...]]:
     raise AssertionError("the last class has no upper bound")
 
 
+@cache
 def _default_zoo() -> frozenset[str]:
-    import json
-    from importlib import resources
-
-    from shock.resources.profiles import PROFILE_FILE
-
+    """Synergy's default model zoo (its profiles also hold bert and vae, outside the zoo)."""
     raw = json.loads(resources.files("shock.data").joinpath(PROFILE_FILE).read_text())
     return frozenset(
         name for name, entry in raw["models"].items() if entry.get("in_default_model_zoo")
