@@ -13,7 +13,7 @@ from shock.core.errors import InputError
 from shock.core.plugins import default_registry
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import read_trace, write_trace
-from shock.traces.importers import IMPORTERS, import_trace
+from shock.traces.importers import import_trace
 from shock.traces.importers.shaping import (
     ENTITY_CHOICES,
     MODEL_CHOICES,
@@ -44,7 +44,10 @@ def _choice(value: str, allowed: tuple[str, ...], option: str) -> str:
 
 def import_command(
     format_name: Annotated[
-        str, typer.Argument(metavar="FORMAT", help=f"One of {', '.join(IMPORTERS)}.")
+        str, typer.Argument(
+            metavar="FORMAT",
+            help="philly, helios, pai2020, alibaba2023 (or an installed importer plugin).",
+        )
     ],
     files: Annotated[list[Path], typer.Argument(help="The trace's file(s).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Trace file to write.")],

@@ -1,7 +1,8 @@
 """Importers of public production traces: `shock trace import FORMAT FILE... -o OUT`.
 
 Each format's reader streams its files line by line (or, for Philly's JSON list, job by job)
-into `RawJob`s; `shaping` makes the shock trace. Formats: philly, helios, pai2020,
+into `RawJob`s; `shaping` makes the shock trace. The importers are plugins (kind "trace
+importer", hook `register_trace_importers`); the built-in ones are philly, helios, pai2020 and
 alibaba2023 (see docs/traces.md).
 """
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from shock.core.errors import InputError
 from shock.core.model import JobSpec
+from shock.core.plugins import PluginRegistry, default_registry
 from shock.core.throughputs import ThroughputTable
 from shock.traces.importers.alibaba2023 import OPENB_PHASES, OpenbOptions, read_alibaba2023
 from shock.traces.importers.helios import HELIOS_STATES, HeliosOptions, read_helios
@@ -28,49 +30,77 @@ from shock.traces.importers.shaping import ImportSummary, ShapeOptions, shape_jo
 
 
 @dataclass(frozen=True, slots=True)
-class ImporterInfo:
+class TraceImporter:
+    """A production-trace importer: what its trace records, and its reader."""
+
     name: str
     description: str
     statuses: tuple[str, ...]  # the status values the trace uses
     default_statuses: tuple[str, ...]
     entities: tuple[str, ...]  # which of user, vc the trace records
+    # (files, statuses to keep or ("any",), Philly's attempts rule, counts) -> recorded jobs
     read: Callable[[list[Path], tuple[str, ...], str, ReadCounts], Iterator[RawJob]]
 
 
-def _philly(paths: list[Path], statuses: tuple[str, ...], attempts: str, counts: ReadCounts
-            ) -> Iterator[RawJob]:
+def _philly(
+    paths: list[Path], statuses: tuple[str, ...], attempts: str, counts: ReadCounts
+) -> Iterator[RawJob]:
     chosen = PHILLY_STATUSES if "any" in statuses else statuses
     return read_philly(paths, PhillyOptions(chosen, attempts), counts)  # type: ignore[arg-type]
 
 
-def _helios(paths: list[Path], statuses: tuple[str, ...], _a: str, counts: ReadCounts
-            ) -> Iterator[RawJob]:
+def _helios(
+    paths: list[Path], statuses: tuple[str, ...], _attempts: str, counts: ReadCounts
+) -> Iterator[RawJob]:
     return read_helios(paths, HeliosOptions(statuses), counts)
 
 
-def _pai(paths: list[Path], statuses: tuple[str, ...], _a: str, counts: ReadCounts
-         ) -> Iterator[RawJob]:
+def _pai(
+    paths: list[Path], statuses: tuple[str, ...], _attempts: str, counts: ReadCounts
+) -> Iterator[RawJob]:
     return read_pai2020(paths, PaiOptions(statuses), counts)
 
 
-def _openb(paths: list[Path], statuses: tuple[str, ...], _a: str, counts: ReadCounts
-           ) -> Iterator[RawJob]:
+def _openb(
+    paths: list[Path], statuses: tuple[str, ...], _attempts: str, counts: ReadCounts
+) -> Iterator[RawJob]:
     return read_alibaba2023(paths, OpenbOptions(statuses), counts)
 
 
-IMPORTERS: dict[str, ImporterInfo] = {
-    info.name: info
-    for info in (
-        ImporterInfo("philly", "Microsoft Philly cluster_job_log (JSON)", PHILLY_STATUSES,
-                     ("Pass",), ("user", "vc"), _philly),
-        ImporterInfo("helios", "SenseTime Helios cluster_log.csv", HELIOS_STATES,
-                     ("COMPLETED",), ("user", "vc"), _helios),
-        ImporterInfo("pai2020", "Alibaba PAI 2020 pai_job_table.csv + pai_task_table.csv",
-                     PAI_STATUSES, ("Terminated",), ("user",), _pai),
-        ImporterInfo("alibaba2023", "Alibaba GPU 2023 openb_pod_list_*.csv", OPENB_PHASES,
-                     ("any",), (), _openb),
-    )
-}
+BUILT_IN_IMPORTERS: tuple[TraceImporter, ...] = (
+    TraceImporter(
+        name="philly",
+        description="Microsoft Philly cluster_job_log (JSON list of jobs)",
+        statuses=PHILLY_STATUSES,
+        default_statuses=("Pass",),
+        entities=("user", "vc"),
+        read=_philly,
+    ),
+    TraceImporter(
+        name="helios",
+        description="SenseTime Helios cluster_log.csv",
+        statuses=HELIOS_STATES,
+        default_statuses=("COMPLETED",),
+        entities=("user", "vc"),
+        read=_helios,
+    ),
+    TraceImporter(
+        name="pai2020",
+        description="Alibaba PAI 2020 pai_job_table.csv and pai_task_table.csv",
+        statuses=PAI_STATUSES,
+        default_statuses=("Terminated",),
+        entities=("user",),
+        read=_pai,
+    ),
+    TraceImporter(
+        name="alibaba2023",
+        description="Alibaba GPU 2023 openb_pod_list_*.csv (pods with CPU and memory requests)",
+        statuses=OPENB_PHASES,
+        default_statuses=("any",),
+        entities=(),
+        read=_openb,
+    ),
+)
 
 
 def import_trace(
@@ -81,14 +111,10 @@ def import_trace(
     *,
     statuses: tuple[str, ...] | None = None,
     attempts: str = "last",
+    registry: PluginRegistry | None = None,
 ) -> tuple[list[JobSpec], ImportSummary]:
     """The shock jobs for a production trace, and a summary of what was kept and dropped."""
-    info = IMPORTERS.get(format_name)
-    if info is None:
-        raise InputError(
-            f"unknown trace format '{format_name}'; importers: {', '.join(IMPORTERS)}",
-            field="FORMAT",
-        )
+    info: TraceImporter = (registry or default_registry()).get("trace importer", format_name)
     if not paths:
         raise InputError("no file given", field="FILE")
     chosen = statuses or info.default_statuses
