@@ -97,20 +97,22 @@ def pai_tables(tmp_path: Path, header: bool) -> list[Path]:
     jobs = tmp_path / "pai_job_table.csv"
     tasks = tmp_path / "pai_task_table.csv"
     job_rows = [
-        "j1,i1,u1,Terminated,1000,4600",
+        # Submitted at 1000, its tasks launch at 1060: 60 s of waiting, not run time.
+        "j1,i1,u1,Terminated,1000,4660",
         "j2,i2,u2,Terminated,1100,1700",
         "j3,i3,u1,Failed,1200,1300",
         "j4,i4,u3,Terminated,1300,",
         "j5,i5,u3,Terminated,1400,1500",
     ]
     task_rows = [
-        # j1: a worker task 2 × 100% and a ps task with no GPU: 2 GPUs.
-        "j1,worker,2,Terminated,1000,4600,600,30,100,V100",
-        "j1,ps,1,Terminated,1000,4600,400,20,,",
+        # j1: a worker task 2 × 100% and a ps task with no GPU: 2 GPUs; tasks from 1060 to 4660.
+        "j1,worker,2,Terminated,1060,4600,600,30,100,V100",
+        "j1,ps,1,Terminated,1070,4660,400,20,,",
         # j2: 1 × 50%: half a GPU.
         "j2,tensorflow,1,Terminated,1100,1700,200,10,50,T4",
         "j3,worker,1,Failed,1200,1300,100,5,100,P100",
-        "j4,worker,1,Terminated,1300,,100,5,100,P100",
+        # j4's task never ended.
+        "j4,worker,1,Running,1300,,100,5,100,P100",
         # j5 asks no GPU.
         "j5,worker,1,Terminated,1400,1500,100,5,0,",
     ]
@@ -344,7 +346,9 @@ def test_pai_gpu_requests_from_plan_gpu_and_instances(tmp_path: Path, header: bo
     ]
     # CPUs: (2 × 600 + 400) % of a core; memory: 2 × 30 + 20 GB.
     assert (jobs[0].cpus, jobs[0].memory_gb) == (16.0, 80.0)
-    assert summary.dropped == {"status Failed": 1, "no start or end time": 1, "no GPU": 1}
+    assert summary.dropped == {
+        "status Failed": 1, "no submission, launch or end time": 1, "no GPU": 1
+    }
     whole = imported("pai2020", paths, models="random-synergy", fractional="drop")
     assert [j.scale_factor for j in whole] == [2]
 

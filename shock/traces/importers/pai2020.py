@@ -6,10 +6,11 @@
 
 A job's GPU request is the sum over its tasks of `plan_gpu` (percent of one GPU per instance)
 × `inst_num`, divided by 100; its CPU request the same sum of `plan_cpu` (percent of a core),
-its memory the sum of `plan_mem` (GB) × `inst_num`. Its arrival is the job's `start_time`
-(the table's submission time) and its run time `end_time − start_time`. Jobs whose tasks ask
-no GPU are dropped. The two files may come in either order: the importer tells them apart by
-their column count.
+its memory the sum of `plan_mem` (GB) × `inst_num`. It arrives at the job table's
+`start_time` (the submission time) and runs from its first task's launch (`start_time` in the
+task table) to its last task's `end_time`, so the time it waited to launch is not run time.
+Jobs whose tasks ask no GPU, or lack those times, are dropped. The two files may come in
+either order: the importer tells them apart by their column count.
 
 The task table is read first, line by line, and summed per job; then the job table is read
 line by line and joined.
@@ -17,6 +18,7 @@ line by line and joined.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,8 @@ class _Request:
     gpu_percent: float = 0.0
     cpu_percent: float = 0.0
     memory_gb: float = 0.0
+    launched: float = math.inf  # the first task's launch
+    ended: float = -math.inf  # the last task's end
 
 
 def read_pai2020(paths: list[Path], options: PaiOptions, counts: ReadCounts) -> Iterator[RawJob]:
@@ -61,6 +65,11 @@ def read_pai2020(paths: list[Path], options: PaiOptions, counts: ReadCounts) -> 
             if amount < 0:
                 raise record.error(column, f"must be >= 0, got {amount:g}")
             setattr(request, attribute, getattr(request, attribute) + amount * instances)
+        launched, ended = record.time("start_time"), record.time("end_time")
+        if launched is not None:
+            request.launched = min(request.launched, launched)
+        if ended is not None:
+            request.ended = max(request.ended, ended)
     keep_any = "any" in options.statuses
     for record in csv_records(job_table, PAI_JOB_COLUMNS, header="optional"):
         counts.read += 1
@@ -68,19 +77,18 @@ def read_pai2020(paths: list[Path], options: PaiOptions, counts: ReadCounts) -> 
         if not keep_any and status not in options.statuses:
             counts.drop(f"status {status}")
             continue
-        start = record.time("start_time")
-        end = record.time("end_time")
-        if start is None or end is None:
-            counts.drop("no start or end time")
-            continue
+        submitted = record.time("start_time")
         asked = requests.get(record.text("job_name"))
         if asked is None or asked.gpu_percent <= 0:
             counts.drop("no GPU")
             continue
+        if submitted is None or math.isinf(asked.launched) or math.isinf(asked.ended):
+            counts.drop("no submission, launch or end time")
+            continue
         yield RawJob(
             name=record.text("job_name"),
-            submit_s=start,
-            duration_s=end - start,
+            submit_s=submitted,
+            duration_s=asked.ended - asked.launched,
             gpus=round(asked.gpu_percent / 100.0, 6),
             user=record.text("user") or None,
             cpus=round(asked.cpu_percent / 100.0, 6) or None,
