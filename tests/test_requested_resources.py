@@ -6,13 +6,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from shock.core.model import JobSpec
-from shock.core.resource_placement import ResourceRequest, ServerResources, requested_per_gpu
+from shock.core.plugins import default_registry
+from shock.core.policy import PolicyInput, PolicyJob
+from shock.core.resource_placement import (
+    DEFAULT_CPUS_PER_GPU,
+    ResourceRequest,
+    ServerResources,
+    requested_per_gpu,
+)
 from shock.core.runner import RunOptions, run
+from shock.core.solver import SolverSpec
 from shock.plugins.placement.opt import OptPlacement
 from shock.plugins.placement.synergy import GreedyPlacement, TunePlacement
+from shock.plugins.policies.orderings import demand_shares
 from shock.resources.catalog import profile_for
 
 SERVER = ServerResources(0, tuple(range(8)), 24.0, 500.0)
@@ -61,3 +71,24 @@ def test_requests_change_a_resource_aware_run(tmp_path: Path) -> None:
     ]
     assert all(r.unfinished_jobs == 0 for r in results)
     assert results[1].metrics.avg_jct_s > results[0].metrics.avg_jct_s
+
+
+def test_drf_orders_by_the_recorded_request() -> None:
+    # res18's best case, 9 CPUs per GPU, outweighs gnmt's (1 CPU): drf runs gnmt first, unless
+    # gnmt's trace says it asked for more CPUs than res18 needs.
+    assert profile_for("res18").best_cpus_per_gpu < 12.0
+
+    def first(gnmt_cpus: float | None) -> set[int]:
+        jobs = [
+            PolicyJob(0, "res18", 1, 1.0, 0.0, 100, 0.0),
+            PolicyJob(1, "gnmt", 1, 1.0, 0.0, 100, 0.0, cpus=gnmt_cpus),
+        ]
+        p = PolicyInput(1000.0, tuple(jobs), ("v100",), np.array([1.0]), np.ones((2, 1)))
+        allocation = default_registry().get("policy", "drf").allocate(p, SolverSpec())
+        assert demand_shares(p)[1][1] == pytest.approx(
+            (gnmt_cpus or profile_for("gnmt").best_cpus_per_gpu) / DEFAULT_CPUS_PER_GPU
+        )
+        return {row for row in range(2) if allocation.fractions[row].sum() > 0}
+
+    assert first(None) == {1}
+    assert first(12.0) == {0}

@@ -179,6 +179,8 @@ def _policy_view(job: JobState) -> PolicyJob:
     _set_mode(view, spec.mode)
     _set_time_run_s(view, job.time_run_s)
     _set_speed(view, job.speed)
+    _set_cpus(view, spec.cpus)
+    _set_memory_gb(view, spec.memory_gb)
     return view
 
 
@@ -197,6 +199,8 @@ _set_entity = _SLOT_SETTERS["entity"]
 _set_mode = _SLOT_SETTERS["mode"]
 _set_time_run_s = _SLOT_SETTERS["time_run_s"]
 _set_speed = _SLOT_SETTERS["speed"]
+_set_cpus = _SLOT_SETTERS["cpus"]
+_set_memory_gb = _SLOT_SETTERS["memory_gb"]
 
 
 class Mechanism:
