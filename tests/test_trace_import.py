@@ -488,8 +488,11 @@ def test_the_command_is_deterministic_and_its_trace_runs(tmp_path: Path) -> None
     assert outputs[0] == outputs[1]
     trace = read_trace(tmp_path / "a.trace", default_registry())
     assert trace.format == "gavel" and len(trace.jobs) == 2
-    result = run(RunOptions(policy="max_min_fairness", trace=str(tmp_path / "a.trace")))
-    assert result.unfinished_jobs == 0 and len(result.records) == 2
+    done = run_shock("run", "--trace", str(tmp_path / "a.trace"), "--policy", "max_min_fairness",
+                     "--json", str(tmp_path / "out.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "out.json").read_text())
+    assert document["metrics"]["jobs"] == 2
 
 
 def test_entities_and_requests_travel_in_a_synergy_csv(tmp_path: Path) -> None:
