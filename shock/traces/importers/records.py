@@ -100,6 +100,14 @@ def parse_time(raw: object, record: Record, column: str) -> float | None:
         if value != value or value in (float("inf"), float("-inf")):
             raise record.error(column, f"expected a finite time, got {text!r}")
         return value
+    try:
+        # The common shape (`2017-10-03 12:34:56`) in C; the patterns below say what else passes.
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        pass
+    else:
+        if moment.tzinfo is None and _looks_like(text):
+            return moment.replace(tzinfo=UTC).timestamp()
     for pattern in _TIME_FORMATS:
         try:
             moment = datetime.strptime(text, pattern).replace(tzinfo=UTC)
@@ -109,6 +117,12 @@ def parse_time(raw: object, record: Record, column: str) -> float | None:
     raise record.error(
         column, f"expected seconds or a date-time like 2017-10-03 12:34:56, got {text!r}"
     )
+
+
+def _looks_like(text: str) -> bool:
+    """Whether fromisoformat's reading is one of the documented shapes (it also takes dates
+    alone and other ISO forms, which the traces never hold)."""
+    return len(text) >= 19 and text[4] == "-" and text[10] in " T" and text[13] == ":"
 
 
 def csv_records(
