@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TextIO
 
 from shock.core.errors import InputError
 
@@ -207,7 +208,7 @@ def json_list_items(path: Path) -> Iterator[tuple[int, object]]:
 
 
 class _JsonListReader:
-    def __init__(self, path: Path, handle: object, decoder: json.JSONDecoder) -> None:
+    def __init__(self, path: Path, handle: TextIO, decoder: json.JSONDecoder) -> None:
         self.path = path
         self.handle = handle
         self.decoder = decoder
@@ -220,7 +221,7 @@ class _JsonListReader:
         if self.done:
             return False
         try:
-            chunk = self.handle.read(_CHUNK_CHARS)  # type: ignore[attr-defined]
+            chunk = self.handle.read(_CHUNK_CHARS)
         except UnicodeDecodeError:
             raise InputError("file is not UTF-8 text", path=self.path, line=self.line) from None
         if not chunk:
