@@ -21,6 +21,7 @@ from shock.cli.progress import ProgressObserver
 from shock.cli.sweep_commands import sweep_command
 from shock.cli.synergy_commands import synergy_trace_command
 from shock.cli.trace_commands import trace_app
+from shock.cli.trace_import_commands import convert_command, import_command
 from shock.core.errors import ShockError
 from shock.core.plugins import default_registry
 from shock.core.runner import DEFAULT_CLUSTER, DEFAULT_POLICY, RunOptions, parse_window, run
@@ -40,6 +41,9 @@ app.command("worker")(worker_command)
 app.command("clusters")(clusters_command)
 app.command("sweep")(sweep_command)
 trace_app.command("synergy")(synergy_trace_command)
+# Public production traces in, shock traces between formats.
+trace_app.command("import")(import_command)
+trace_app.command("convert")(convert_command)
 
 
 def make_console(stderr: bool = False) -> Console:

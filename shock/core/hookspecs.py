@@ -60,6 +60,12 @@ def register_trace_formats(register: Register) -> None:
 
 
 @hookspec
+def register_trace_importers(register: Register) -> None:
+    """Register importers of production traces (`shock trace import FORMAT`): objects with
+    `name`, `description` and the fields of `shock.traces.importers.TraceImporter`."""
+
+
+@hookspec
 def register_solvers(register: Register) -> None:
     """Register `shock.core.solver.Solver` instances (`--solver NAME`)."""
 

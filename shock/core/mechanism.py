@@ -33,6 +33,7 @@ from shock.core.resource_placement import (
     ResourcePlacement,
     ResourceRequest,
     ServerResources,
+    requested_per_gpu,
 )
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
@@ -178,6 +179,8 @@ def _policy_view(job: JobState) -> PolicyJob:
     _set_mode(view, spec.mode)
     _set_time_run_s(view, job.time_run_s)
     _set_speed(view, job.speed)
+    _set_cpus(view, spec.cpus)
+    _set_memory_gb(view, spec.memory_gb)
     return view
 
 
@@ -196,6 +199,8 @@ _set_entity = _SLOT_SETTERS["entity"]
 _set_mode = _SLOT_SETTERS["mode"]
 _set_time_run_s = _SLOT_SETTERS["time_run_s"]
 _set_speed = _SLOT_SETTERS["speed"]
+_set_cpus = _SLOT_SETTERS["cpus"]
+_set_memory_gb = _SLOT_SETTERS["memory_gb"]
 
 
 class Mechanism:
@@ -683,7 +688,11 @@ class Mechanism:
                 last_gpus[unit.key] = last.gpus
         requests = [
             ResourceRequest(
-                unit.key, unit.scale_factor, unit.members[0].spec.job_type, last_gpus.get(unit.key)
+                unit.key,
+                unit.scale_factor,
+                unit.members[0].spec.job_type,
+                last_gpus.get(unit.key),
+                requested_per_gpu(unit.members[0].spec),
             )
             for unit in runnable
         ]

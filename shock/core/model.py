@@ -41,6 +41,10 @@ class JobSpec:
     source_line: int | None = None
     # The user or group the job belongs to (hierarchical policies); None: the default entity.
     entity: str | None = None
+    # CPU cores and DRAM (GB) the job asked for in all, where its trace records them (an
+    # imported production trace); None: its model's profile decides.
+    cpus: float | None = None
+    memory_gb: float | None = None
 
     @property
     def model_family(self) -> str:

@@ -21,6 +21,7 @@ KINDS: dict[str, str] = {
     "adaptation rules": "register_adaptation_rules",
     "backend": "register_backends",
     "trace format": "register_trace_formats",
+    "trace importer": "register_trace_importers",
     "solver": "register_solvers",
 }
 

@@ -50,6 +50,9 @@ class PolicyJob:
     # Its speed relative to the table's throughput: the last round's resource grant if it ran
     # then, else what the placement aims to give it (1 without a resource-aware placement).
     speed: float = 1.0
+    # CPU cores and GB of memory the job asked for in all, where its trace records them.
+    cpus: float | None = None
+    memory_gb: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

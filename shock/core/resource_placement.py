@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
-from shock.core.model import Server
+from shock.core.model import JobSpec, Server
 from shock.core.policy import UnitKey
 
 # Synergy's fair share per GPU (its default 3 CPU : 1 GPU cluster, 500 GB per 8 GPUs); servers
@@ -48,6 +48,9 @@ class ResourceRequest(NamedTuple):
     scale_factor: int
     job_type: str  # the (first) job's type: what its resource profile is looked up by
     previous_gpus: tuple[int, ...] | None  # GPUs of this worker type it had last round
+    # (CPUs, GB) per GPU the job asked for, where its trace records requests; None: its
+    # profile's best case.
+    demand: tuple[float | None, float | None] | None = None
 
 
 class GrantPart(NamedTuple):
@@ -89,3 +92,14 @@ class ResourcePlacement(Protocol):
         server's capacity. The caller guarantees the GPU counts fit; a request left out of the
         result does not run this round."""
         ...
+
+
+def requested_per_gpu(spec: JobSpec) -> tuple[float | None, float | None] | None:
+    """The (CPUs, GB) per GPU a job's trace asked for; None where it records neither (a None
+    part: that resource's request is not recorded)."""
+    if spec.cpus is None and spec.memory_gb is None:
+        return None
+    gpus = max(1, spec.scale_factor)
+    cpus = None if spec.cpus is None else spec.cpus / gpus
+    memory = None if spec.memory_gb is None else spec.memory_gb / gpus
+    return cpus, memory

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from shock.core.policy import UnitKey
 from shock.core.resource_placement import GrantPart, ResourceGrant, ResourceRequest, ServerResources
-from shock.resources.catalog import profile_for
+from shock.resources.catalog import profile_for_request
 from shock.resources.profiles import ResourceProfile
 
 # Rounding slack when comparing sums of CPU and memory amounts.
@@ -168,7 +168,7 @@ class Books:
         per_gpu: Callable[[ServerBook], PerGpu],
         profile: ResourceProfile | None = None,
     ) -> Placed:
-        placed = Placed(request, profile or profile_for(request.job_type))
+        placed = Placed(request, profile or profile_for_request(request))
         for book, gpus in choice:
             if len(gpus) == 1 and gpus[0] in book.free_gpus:
                 book.free_gpus.remove(gpus[0])

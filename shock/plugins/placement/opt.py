@@ -29,7 +29,7 @@ from shock.plugins.placement.synergy import (
     place_tuned,
 )
 from shock.resources.books import Books, ServerBook, capped_best_case, constant
-from shock.resources.catalog import profile_for
+from shock.resources.catalog import profile_for_request
 from shock.resources.cells import Cell, candidate_cells
 
 # Placing one more unit is worth more than any speed gain (speeds are at most ~3).
@@ -40,6 +40,9 @@ DEFAULT_GAP = 1e-3
 _CACHE_SIZE = 64
 
 Choice = tuple[int, Cell]  # (server index, cell)
+
+# Units of one model, size and resource request are interchangeable.
+ClassKey = tuple[str, int, tuple[float | None, float | None] | None]
 
 
 class OptPlacement(_ResourcePlacement):
@@ -117,7 +120,9 @@ class OptPlacement(_ResourcePlacement):
     ) -> dict[UnitKey, Choice]:
         signature = (
             tuple((b.server, len(b.free_gpus), b.free_cpus, b.free_mem) for b in books.books),
-            tuple(sorted((str(r.key), r.scale_factor, r.job_type) for r in requests)),
+            tuple(
+                sorted((str(r.key), r.scale_factor, r.job_type, str(r.demand)) for r in requests)
+            ),
         )
         cached = self._solved.get(signature)
         if cached is None:
@@ -153,13 +158,14 @@ class OptPlacement(_ResourcePlacement):
         import pyomo.environ as pyo
 
         self.solves += 1
-        classes: dict[tuple[str, int], list[ResourceRequest]] = {}
+        classes: dict[ClassKey, list[ResourceRequest]] = {}
         for request in requests:
-            classes.setdefault((request.job_type, request.scale_factor), []).append(request)
+            key = (request.job_type, request.scale_factor, request.demand)
+            classes.setdefault(key, []).append(request)
         class_keys = list(classes)
         options: list[tuple[int, int, Cell]] = []  # (class index, server index, cell)
-        for c, (job_type, n) in enumerate(class_keys):
-            profile = profile_for(job_type)
+        for c, (_job_type, n, _demand) in enumerate(class_keys):
+            profile = profile_for_request(classes[class_keys[c]][0])
             for s, book in enumerate(books):
                 if len(book.free_gpus) < n:
                     continue
@@ -251,7 +257,7 @@ class OptPlacement(_ResourcePlacement):
 def _warm_start(
     model: Any,
     options: list[tuple[int, int, Cell]],
-    classes: dict[tuple[str, int], list[ResourceRequest]],
+    classes: dict[ClassKey, list[ResourceRequest]],
     books: list[ServerBook],
     start: dict[UnitKey, ResourceGrant],
 ) -> None:
@@ -308,7 +314,7 @@ def _gpus_on(book: ServerBook, request: ResourceRequest) -> tuple[int, ...]:
 
 def _upper_bound(requests: list[ResourceRequest]) -> float:
     """Every unit placed at its best-case speed."""
-    return sum(PLACEMENT_REWARD + profile_for(r.job_type).speedup for r in requests)
+    return sum(PLACEMENT_REWARD + profile_for_request(r).speedup for r in requests)
 
 
 def _score(grants: dict[UnitKey, ResourceGrant]) -> float:

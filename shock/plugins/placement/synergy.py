@@ -26,7 +26,7 @@ from shock.resources.books import (
     capped_best_case,
     fair_share,
 )
-from shock.resources.catalog import profile_for
+from shock.resources.catalog import profile_for, profile_for_request
 from shock.resources.profiles import ResourceProfile
 
 _Grants = dict[UnitKey, ResourceGrant]
@@ -100,7 +100,7 @@ def _each_with(
     """Place units in order, each with `demand(its profile)` per GPU, or not at all."""
     books = Books(servers)
     for request in requests:
-        profile = profile_for(request.job_type)
+        profile = profile_for_request(request)
         per_gpu = demand(profile)
         choice = books.choose_gpus(request, per_gpu)
         if choice is not None:
@@ -144,7 +144,7 @@ def place_tuned(books: Books, request: ResourceRequest) -> bool:
        fair share (in Synergy's order, see `_cut_back_peers`) until its demand (the fair share,
        or its own smaller best case) fits.
     A unit thus runs at its best case or at no less than its GPU-proportional share."""
-    profile = profile_for(request.job_type)
+    profile = profile_for_request(request)
     best = capped_best_case(profile, request.scale_factor)
     choice = books.choose_gpus(request, best)
     if choice is not None:

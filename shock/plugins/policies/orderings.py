@@ -158,11 +158,14 @@ class FinishTimeFairnessOrder(OrderingPolicy):
 
 
 def demand_shares(problem: PolicyInput) -> np.ndarray:
-    """(GPU, CPU, memory) shares of the cluster each job's best-case demand takes: rows x 3."""
+    """(GPU, CPU, memory) shares of the cluster each job's best-case demand takes: rows x 3.
+    A job whose trace records its requests demands those."""
     gpus = float(problem.capacity.sum()) or 1.0
     shares = np.zeros((len(problem.jobs), 3))
     for row, job in enumerate(problem.jobs):
         cpus, memory = profile_for(job.job_type).best_demand(job.scale_factor)
+        cpus = cpus if job.cpus is None else job.cpus
+        memory = memory if job.memory_gb is None else job.memory_gb
         shares[row] = (
             job.scale_factor / gpus,
             cpus / (DEFAULT_CPUS_PER_GPU * gpus),

@@ -1,14 +1,15 @@
-"""Built-in plugin: Synergy's CSV trace format, with Synergy's throughputs as its default table."""
+"""Built-in plugin: Synergy's CSV trace formats (shock's form with a header, and Synergy's own
+record form without one), with Synergy's throughputs as their default table."""
 
 from __future__ import annotations
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.throughputs import ThroughputTable
 from shock.core.trace import Trace
-from shock.traces.synergy import SynergyTraceFormat
+from shock.traces.synergy import SynergyRecordFormat, SynergyTraceFormat
 
 
-class SynergyTraces(SynergyTraceFormat):
+class SynergyDefaults:
     def default_throughputs(
         self, trace: Trace, worker_types: tuple[str, ...], base: ThroughputTable
     ) -> ThroughputTable:
@@ -22,6 +23,15 @@ class SynergyTraces(SynergyTraceFormat):
         return "synergy-128"
 
 
+class SynergyTraces(SynergyDefaults, SynergyTraceFormat):
+    pass
+
+
+class SynergyRecordTraces(SynergyDefaults, SynergyRecordFormat):
+    pass
+
+
 @hookimpl
 def register_trace_formats(register: Register) -> None:
     register(SynergyTraces())
+    register(SynergyRecordTraces())
