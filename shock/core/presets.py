@@ -102,6 +102,8 @@ PRESETS = {
         # job's first round included, the run's first round and a job's short last round not.
         preemption_overhead_s=20.0,
         overhead_rule="missed_round",
+        # Shockwave's max_sum_throughput_perf sums raw steps/s (Gavel's objective).
+        policy_options=(("max_sum_throughput_perf", "raw_throughput=true"),),
     ),
     "synergy": Preset(
         name="synergy",
