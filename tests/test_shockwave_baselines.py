@@ -56,3 +56,56 @@ def test_shockwave_preset_sums_raw_steps_and_others_do_not() -> None:
 def test_bad_raw_throughput_value_is_a_clear_error() -> None:
     with pytest.raises(InputError, match="raw_throughput"):
         MaxSumThroughput().with_options({"raw_throughput": "maybe"})
+
+
+# AlloX as Gavel's and Shockwave's simulators run it (`gavel_gangs=true`). Two V100s; job 0 a
+# 2-GPU gang, jobs 1 and 2 single-GPU; lane times R / T ignore the gang's size: 100, 300, 600 s.
+def gang_problem(now: float = 0.0, gang_steps: float = 100.0) -> object:
+    from tests.test_policies_heuristics import problem
+
+    return problem(
+        {"v100": 2}, [[1.0], [1.0], [1.0]], scale_factors=[2, 1, 1],
+        steps=[gang_steps, 300.0, 600.0], now=now,
+    )
+
+
+def test_gavel_gangs_give_a_gang_one_lane_and_a_share_of_one_over_its_size() -> None:
+    from shock.core.allocation_check import allocate_checked
+    from shock.plugins.policies.allox import AlloX
+
+    policy = AlloX().with_options({"gavel_gangs": "true"}).for_run(0)
+    first = allocate_checked(policy, gang_problem(), SOLVER)
+    # Two lanes, three jobs: least sum of k x p puts the shortest (the gang, 100 s) at k = 2
+    # ahead of one job, the other alone at k = 1: 2 x 100 + 300 + 600. Of the two k = 1 jobs
+    # the shorter heads the lone lane. The gang gets 1/2 of a V100, job 1 a whole one.
+    np.testing.assert_allclose(first.fractions[:, 0], [0.5, 1.0, 0.0])
+    # Job 1's shares add up to 1: it keeps its GPU. The gang's do not: it is matched again,
+    # now longer than job 2 (1,000 s left), so job 2 heads the one free lane while the gang
+    # keeps its 1/2: the shares ask for 2 x 0.5 + 1 + 1 = 3 GPUs of the 2.
+    second = allocate_checked(policy, gang_problem(120.0, gang_steps=1000.0), SOLVER)
+    np.testing.assert_allclose(second.fractions[:, 0], [0.5, 1.0, 1.0])
+    assert policy.may_oversubscribe
+
+
+def test_shock_allox_never_oversubscribes() -> None:
+    from shock.core.allocation_check import allocate_checked
+    from shock.plugins.policies.allox import AlloX
+
+    policy = AlloX().for_run(0)
+    for now in (0.0, 120.0):
+        fractions = allocate_checked(policy, gang_problem(now), SOLVER).fractions
+        assert (fractions[:, 0] * [2, 1, 1]).sum() <= 2.0 + 1e-9
+    assert not policy.may_oversubscribe
+
+
+def test_gavel_gang_shares_survive_snapshot_and_restore() -> None:
+    from shock.plugins.policies.allox import AlloX
+
+    policy = AlloX().with_options({"gavel_gangs": "true"}).for_run(0)
+    policy.allocate(gang_problem(), SOLVER)
+    copy = AlloX().with_options({"gavel_gangs": "true"}).for_run(0)
+    copy.restore(policy.snapshot())
+    np.testing.assert_array_equal(
+        copy.allocate(gang_problem(120.0), SOLVER).fractions,
+        policy.allocate(gang_problem(120.0), SOLVER).fractions,
+    )
