@@ -14,11 +14,12 @@ JCT within 2%, worst rho within 5%.
 
 The artifact's numbers were measured on this project's machine by running Shockwave's
 simulator at commit 8a44f4a (`scripts/drivers/simulate_scheduler_with_trace.py --solver ECOS
---seed 0 --time_per_iteration 120`, Python 3.11, cvxpy 1.x). Where its run failed under today's
-cvxpy (finish_time_fairness: cvxpy's Gurobi interface raises "cannot broadcast a non-scalar"),
-the number is the one in the result pickle Shockwave ships for that run
+--seed 0 --time_per_iteration 120`, Python 3.11, cvxpy 1.x). Where its run failed under
+today's cvxpy (finish_time_fairness: cvxpy's Gurobi interface raises "cannot broadcast a
+non-scalar"), the number is the one in the result pickle Shockwave ships for that run
 (`scheduler/reproduce/pickles/tacc_32gpus/`; none ships for the 460-job trace, so that table
-has no finish_time_fairness row), which the other baselines' runs reproduce exactly except AlloX (scipy's assignment solver breaks ties differently: 32,489 s / 9,926 s
+has no finish_time_fairness row). The other baselines' runs reproduce the shipped pickles
+exactly, except AlloX (scipy's assignment solver breaks ties differently: 32,489 s / 9,926 s
 shipped, 32,629 s / 9,973 s here). docs/semantics.md lists every difference of semantics
 found.
 """

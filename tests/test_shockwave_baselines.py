@@ -53,6 +53,27 @@ def test_shockwave_preset_sums_raw_steps_and_others_do_not() -> None:
         assert request.policy.options.raw_throughput is raw
 
 
+def test_shockwave_preset_runs_allox_as_shockwaves_simulator() -> None:
+    registry = default_registry()
+    trace = str(bundled_trace_path("shockwave_120_multigpu_dynamic.trace"))
+    shockwave = build_request(
+        RunOptions(policy="allox", preset="shockwave", trace=trace, cluster="32:0:0"), registry
+    ).policy
+    assert (shockwave.alpha, shockwave.may_oversubscribe) == (0.2, True)
+    assert shockwave.name == "allox"
+    default = build_request(
+        RunOptions(policy="allox", preset="default", trace=trace, cluster="32:0:0"), registry
+    ).policy
+    assert (default.alpha, default.may_oversubscribe) == (1.0, False)
+
+
+def test_allox_alpha_option_is_checked() -> None:
+    from shock.plugins.policies.allox import AlloX
+
+    with pytest.raises(InputError, match="alpha"):
+        AlloX().with_options({"alpha": "1.5"})
+
+
 def test_bad_raw_throughput_value_is_a_clear_error() -> None:
     with pytest.raises(InputError, match="raw_throughput"):
         MaxSumThroughput().with_options({"raw_throughput": "maybe"})

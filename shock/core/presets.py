@@ -103,9 +103,11 @@ PRESETS = {
         preemption_overhead_s=20.0,
         overhead_rule="missed_round",
         # Shockwave's max_sum_throughput_perf sums raw steps/s (Gavel's objective).
-        # and its AlloX gives a gang a 1/s share and matches it again at every allocation.
+        # Its `allox` is AlloX with alpha = 0.2, which gives a gang a 1/s share and matches it
+        # again at every allocation.
         policy_options=(
             ("max_sum_throughput_perf", "raw_throughput=true"),
+            ("allox", "alpha=0.2"),
             ("allox", "gavel_gangs=true"),
         ),
     ),

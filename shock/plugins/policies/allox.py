@@ -137,8 +137,15 @@ def match_jobs(lane_time: np.ndarray, lanes: np.ndarray) -> Matching:
 
 @dataclass(frozen=True, slots=True)
 class AlloXOptions:
+    # The fairness knob (module docstring). Gavel's and Shockwave's simulators run the
+    # policy they call `allox` with alpha = 0.2.
+    alpha: float = 1.0
     # Gavel's and Shockwave's treatment of gangs (see the module docstring).
     gavel_gangs: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"AlloX alpha must be in [0, 1], not {self.alpha}")
 
 
 class AlloX(Policy):
@@ -149,8 +156,9 @@ class AlloX(Policy):
     def __init__(self, alpha: float = 1.0, options: AlloXOptions | None = None) -> None:
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"AlloX alpha must be in [0, 1], not {alpha}")
-        self.alpha = alpha
-        self.options = options or AlloXOptions()
+        self.options = options if options is not None else AlloXOptions(alpha=alpha)
+        self.alpha = self.options.alpha
+        self._named_alpha = alpha
         self.may_oversubscribe = self.options.gavel_gangs
         # Gavel-gangs mode: each job's shares from the last allocation, by worker-type column.
         self._shares: dict[int, list[float]] = {}
@@ -162,10 +170,10 @@ class AlloX(Policy):
         self._started: dict[int, int] = {}  # job id -> worker-type column it runs on
 
     def for_run(self, seed: int) -> AlloX:
-        return AlloX(self.alpha, self.options)
+        return AlloX(self._named_alpha, self.options)
 
     def with_options(self, values: Mapping[str, str]) -> AlloX:
-        return AlloX(self.alpha, typed_options(self.options, values, self.name))
+        return AlloX(self._named_alpha, typed_options(self.options, values, self.name))
 
     def snapshot(self) -> dict[str, Any]:
         return {"started": by_job(self._started), "shares": by_job(self._shares)}
