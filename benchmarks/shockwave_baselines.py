@@ -39,6 +39,7 @@ from shock.core.results import RunResult
 from shock.core.runner import RunOptions, bundled_trace_path, run
 
 DATA = bundled_trace_path().parent.parent
+ONLY: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ def compare(console: Console, scenario: Scenario) -> list[dict[str, object]]:
         table.add_column(column, justify="left" if column == "policy" else "right")
     rows: list[dict[str, object]] = []
     for policy, theirs in scenario.artifact.items():
+        if ONLY and policy not in ONLY:
+            continue
         metrics = simulate(scenario, policy).metrics
         table.add_row(
             policy,
@@ -144,8 +147,10 @@ def compare(console: Console, scenario: Scenario) -> list[dict[str, object]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", choices=sorted(SCENARIOS), help="one scenario only")
+    parser.add_argument("--policy", action="append", help="only this baseline (repeatable)")
     parser.add_argument("--json", type=Path, help="write the numbers here")
     args = parser.parse_args()
+    ONLY.extend(args.policy or ())
     console = Console(width=150)
     chosen = [SCENARIOS[args.trace]] if args.trace else list(SCENARIOS.values())
     rows: list[dict[str, object]] = []

@@ -109,6 +109,11 @@ PRESETS = {
             ("max_sum_throughput_perf", "raw_throughput=true"),
             ("allox", "alpha=0.2"),
             ("allox", "gavel_gangs=true"),
+            # Its `gandiva_fair` gives every job N / m GPUs' time, blind to gang sizes.
+            ("gandiva_fair", "size_blind_shares=true"),
+            # Its min_total_duration answers at the end of a 5% bisection, interior point.
+            ("min_total_duration", "gavel_bisection=true"),
+            ("min_total_duration_perf", "gavel_bisection=true"),
         ),
     ),
     "synergy": Preset(
