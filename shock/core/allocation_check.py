@@ -39,15 +39,17 @@ class _Request(Protocol):
 def allocate_checked(policy: Policy, problem: PolicyInput, solver: SolverSpec) -> Allocation:
     """The policy's allocation for `problem`, checked (`check_allocation`)."""
     allocation = policy.allocate(problem, solver)
-    check_allocation(policy.name, problem, allocation)
+    check_allocation(policy.name, problem, allocation, policy.may_oversubscribe)
     return allocation
 
 
-def check_allocation(policy: str, problem: PolicyInput, allocation: Allocation) -> None:
+def check_allocation(
+    policy: str, problem: PolicyInput, allocation: Allocation, may_oversubscribe: bool = False
+) -> None:
     """Raise PluginOutputError unless `allocation` is a usable answer to `problem`: the
     problem's worker types in its order, active jobs (or pairs of them) once each, a fractions
     array of matching shape with finite shares >= 0, no unit or job over all of its time, and
-    no worker type given more GPUs than it has."""
+    no worker type given more GPUs than it has (unless the policy says it may ask for more)."""
 
     def fail(message: str) -> PluginOutputError:
         return PluginOutputError(f"policy '{policy}' returned an unusable allocation: {message}")
@@ -98,7 +100,7 @@ def check_allocation(policy: str, problem: PolicyInput, allocation: Allocation) 
     used = gangs @ fractions
     capacity = np.asarray(problem.capacity, dtype=float)
     crowded = used > capacity + TOLERANCE * np.maximum(1.0, capacity)
-    if crowded.any():
+    if crowded.any() and not may_oversubscribe:
         column = int(np.argmax(crowded))
         raise fail(
             f"worker type {worker_types[column]} is given {used[column]:.6g} GPUs (share x "

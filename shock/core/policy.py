@@ -131,6 +131,9 @@ class Policy(ABC):
     reallocate_every_round: bool = False
     # False for a policy that plans the whole cluster's rounds itself (`--partitions` refused).
     partitionable: bool = True
+    # True for a policy whose shares may ask a worker type for more GPUs than it has (an
+    # artifact's rule reproduced as it is); the mechanism's priorities then decide who runs.
+    may_oversubscribe: bool = False
 
     @abstractmethod
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:

@@ -102,6 +102,19 @@ PRESETS = {
         # job's first round included, the run's first round and a job's short last round not.
         preemption_overhead_s=20.0,
         overhead_rule="missed_round",
+        # Shockwave's max_sum_throughput_perf sums raw steps/s (Gavel's objective).
+        # Its `allox` is AlloX with alpha = 0.2, which gives a gang a 1/s share and matches it
+        # again at every allocation.
+        policy_options=(
+            ("max_sum_throughput_perf", "raw_throughput=true"),
+            ("allox", "alpha=0.2"),
+            ("allox", "gavel_gangs=true"),
+            # Its `gandiva_fair` gives every job N / m GPUs' time, blind to gang sizes.
+            ("gandiva_fair", "size_blind_shares=true"),
+            # Its min_total_duration answers at the end of a 5% bisection, interior point.
+            ("min_total_duration", "gavel_bisection=true"),
+            ("min_total_duration_perf", "gavel_bisection=true"),
+        ),
     ),
     "synergy": Preset(
         name="synergy",

@@ -46,6 +46,14 @@ Gavel also adds each job's waiting time to every one of its slot costs; that is 
 constant on a row of the assignment, so it cannot change the matching and is left out.
 Priority weights are ignored, as in AlloX. The allocation's objective is the matching's cost.
 
+Option `gavel_gangs=true` (set by `--preset shockwave`) reproduces how Gavel's and Shockwave's
+AlloX treat gangs instead: every job's lane time is R_i / T[i, w] whatever its size, a gang at
+the front of a lane gets a share 1/s_i of that type (not the s_i GPUs it needs), and since its
+shares never add up to 1 it counts as not started: it is matched again at every allocation and
+keeps the shares it had. Only started single-GPU jobs hold GPUs out of the matching, so the
+shares can ask a type for more GPUs than it has; the mechanism's priorities then decide which
+jobs run each round. Jobs are considered longest-waiting first, as there.
+
 Known weakness (shared with Gavel's AlloX): only GPUs free now are offered, so when few are
 free a job may start on a slow type rather than wait for a fast one, and then keeps it.
 """
@@ -61,6 +69,7 @@ import numpy as np
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.policy_options import typed_options
 from shock.core.policy_state import by_job, job_keyed
 from shock.core.solver import SolverSpec
 
@@ -126,15 +135,33 @@ def match_jobs(lane_time: np.ndarray, lanes: np.ndarray) -> Matching:
     return Matching(column, level, front, total)
 
 
+@dataclass(frozen=True, slots=True)
+class AlloXOptions:
+    # The fairness knob (module docstring). Gavel's and Shockwave's simulators run the
+    # policy they call `allox` with alpha = 0.2.
+    alpha: float = 1.0
+    # Gavel's and Shockwave's treatment of gangs (see the module docstring).
+    gavel_gangs: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"AlloX alpha must be in [0, 1], not {self.alpha}")
+
+
 class AlloX(Policy):
     problem_class = ProblemClass.HEURISTIC
     # Gavel names it AlloX_Perf: worker types are not shuffled.
     heterogeneity_aware = True
 
-    def __init__(self, alpha: float = 1.0) -> None:
+    def __init__(self, alpha: float = 1.0, options: AlloXOptions | None = None) -> None:
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"AlloX alpha must be in [0, 1], not {alpha}")
-        self.alpha = alpha
+        self.options = options if options is not None else AlloXOptions(alpha=alpha)
+        self.alpha = self.options.alpha
+        self._named_alpha = alpha
+        self.may_oversubscribe = self.options.gavel_gangs
+        # Gavel-gangs mode: each job's shares from the last allocation, by worker-type column.
+        self._shares: dict[int, list[float]] = {}
         self.name = "allox" if alpha == 1.0 else f"allox_alpha={alpha:g}"
         self.description = (
             "AlloX: min-cost matching of jobs to GPUs for least average JCT, non-preemptive"
@@ -143,15 +170,21 @@ class AlloX(Policy):
         self._started: dict[int, int] = {}  # job id -> worker-type column it runs on
 
     def for_run(self, seed: int) -> AlloX:
-        return AlloX(self.alpha)
+        return AlloX(self._named_alpha, self.options)
+
+    def with_options(self, values: Mapping[str, str]) -> AlloX:
+        return AlloX(self._named_alpha, typed_options(self.options, values, self.name))
 
     def snapshot(self) -> dict[str, Any]:
-        return {"started": by_job(self._started)}
+        return {"started": by_job(self._started), "shares": by_job(self._shares)}
 
     def restore(self, snapshot: Mapping[str, Any]) -> None:
         self._started = job_keyed(snapshot["started"], int)
+        self._shares = job_keyed(snapshot.get("shares", {}), lambda v: [float(x) for x in v])
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
+        if self.options.gavel_gangs:
+            return self._allocate_gavel_gangs(problem)
         if not problem.jobs:
             self._started = {}
             return Allocation.empty(problem.worker_types)
@@ -177,6 +210,37 @@ class AlloX(Policy):
         for job_id, column in started.items():
             fractions[row_of[job_id], column] = 1.0
         keys = tuple(job.job_id for job in problem.jobs)
+        return Allocation(keys, problem.worker_types, fractions, objective)
+
+    def _allocate_gavel_gangs(self, problem: PolicyInput) -> Allocation:
+        """AlloX as Gavel's and Shockwave's simulators run it (module docstring)."""
+        keys = tuple(job.job_id for job in problem.jobs)
+        m, n = len(keys), len(problem.worker_types)
+        fractions = np.zeros((m, n))
+        for row, job_id in enumerate(keys):
+            if job_id in self._shares:
+                fractions[row] = self._shares[job_id]
+        # A job whose shares add up to exactly 1 (a started single-GPU job) keeps its GPU.
+        started = fractions.sum(axis=1) == 1.0
+        free = problem.capacity.astype(float) - (fractions[started] == 1.0).sum(axis=0)
+        lanes = np.floor(free + 1e-9).clip(min=0).astype(np.intp)
+        waiting = np.flatnonzero(~started)
+        objective = 0.0
+        if waiting.size and lanes.sum() > 0:
+            waited = problem.times_since_arrival[waiting]
+            by_wait = waiting[np.lexsort((waiting, -waited))]
+            considered = by_wait[: max(int(self.alpha * waiting.size), int(lanes.sum()))]
+            remaining = np.maximum(problem.steps_remaining[considered], 0.0)
+            # A type a job cannot run on costs as if it ran at 1e-10 steps/s, as there.
+            throughputs = np.where(
+                problem.throughputs[considered] > 0, problem.throughputs[considered], 1e-10
+            )
+            matching = match_jobs(remaining[:, None] / throughputs, lanes)
+            objective = matching.cost
+            for i in np.flatnonzero(matching.front):
+                row = considered[i]
+                fractions[row, matching.column[i]] = 1.0 / problem.scale_factors[row]
+        self._shares = {job_id: fractions[row].tolist() for row, job_id in enumerate(keys)}
         return Allocation(keys, problem.worker_types, fractions, objective)
 
     @staticmethod

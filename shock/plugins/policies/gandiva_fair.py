@@ -17,6 +17,12 @@
 3. **Within an entity**, jobs time-slice its GPUs of each type in proportion to their
    priority: x[j, w] = h[e, w] p_j / sum_{k in e} p_k s_k (rows capped at 1).
 
+Option `size_blind_shares=true` (set by `--preset shockwave`) is what Shockwave's simulator
+runs as `gandiva_fair` instead (its GandivaFairProportional policy): every job, whatever its
+gang size, gets N_w / m of each type (rows capped at 1), with no entities and no trading. A
+gang's shares then count s times, so they can ask a type for more GPUs than it has; the round
+mechanism's priorities decide who runs.
+
 Gandiva-fair sets its exchange rate by an auction among users; the midpoint of the two
 speedups is this implementation's choice (any price strictly between them benefits both).
 The policy is a heuristic (no solver). The allocation's objective is the total normalised
@@ -25,6 +31,8 @@ throughput, sum_j w_j a_j(x) / max_w T[j, w].
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from itertools import permutations
 
 import numpy as np
@@ -32,6 +40,7 @@ import numpy as np
 from shock.core.entities import DEFAULT_ENTITY
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput
+from shock.core.policy_options import typed_options
 from shock.core.solver import SolverSpec
 from shock.plugins.policies.rate_lp import normalised_throughput_coefficients
 from shock.plugins.policies.time_fraction_lp import clean_fractions
@@ -86,14 +95,38 @@ def trade(
         holdings[seller, slow] += amount * price
 
 
+@dataclass(frozen=True, slots=True)
+class GandivaFairOptions:
+    # Shockwave's `gandiva_fair`: N_w / m of each type per job, blind to gang sizes.
+    size_blind_shares: bool = False
+
+
+def size_blind_fractions(capacity: np.ndarray, jobs: int) -> np.ndarray:
+    """N_w / m of every type for each of m jobs, each row scaled down to sum at most 1."""
+    fractions = np.tile(capacity / jobs, (jobs, 1))
+    rows = np.maximum(fractions.sum(axis=1), 1.0)
+    return fractions / rows[:, None]
+
+
 class GandivaFair(Policy):
     name = "gandiva_fair"
     description = "Gandiva-fair: weighted fair share per entity, then fast-for-slow GPU trading"
+
+    def __init__(self, options: GandivaFairOptions | None = None) -> None:
+        self.options = options or GandivaFairOptions()
+        self.may_oversubscribe = self.options.size_blind_shares
+
+    def with_options(self, values: Mapping[str, str]) -> GandivaFair:
+        return GandivaFair(typed_options(self.options, values, self.name))
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         keys = tuple(job.job_id for job in problem.jobs)
         if not keys:
             return Allocation.empty(problem.worker_types)
+        if self.options.size_blind_shares:
+            fractions = size_blind_fractions(problem.capacity, len(keys))
+            objective = float((normalised_throughput_coefficients(problem) * fractions).sum())
+            return Allocation(keys, problem.worker_types, fractions, objective)
         entity_of = [job.entity or DEFAULT_ENTITY for job in problem.jobs]
         names = sorted(set(entity_of))
         member = np.array([names.index(e) for e in entity_of])

@@ -12,10 +12,15 @@ A job that runs on no type counts 0.
 
 An LP; HiGHS' interior-point method returns the centre of the optimal face, so equally good
 jobs share evenly instead of one vertex taking everything.
+
+Option `raw_throughput=true` sums raw steps/s as Gavel and Shockwave do (w_j T[j, w], no
+division by T_best_j); `--preset shockwave` sets it, to compare with Shockwave's simulator.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,6 +29,7 @@ from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.policy_options import typed_options
 from shock.core.solver import SolverSpec, solve_pyomo
 from shock.plugins.policies.rate_lp import (
     base_triplets,
@@ -49,16 +55,36 @@ def throughput_lp(coefficients: np.ndarray, scale: np.ndarray, capacity: np.ndar
     )
 
 
+@dataclass(frozen=True, slots=True)
+class MaxSumThroughputOptions:
+    # Sum raw steps/s (Gavel's and Shockwave's objective) instead of normalised throughputs.
+    raw_throughput: bool = False
+
+
+def raw_throughput_coefficients(problem: PolicyInput) -> np.ndarray:
+    """c[j, w] = w_j T[j, w]: raw steps/s, weighted, as Gavel's objective sums them."""
+    return problem.throughputs * problem.priority_weights[:, None]
+
+
 class MaxSumThroughput(Policy):
     name = "max_sum_throughput_perf"
     description = "maximum total normalised throughput (heterogeneity-aware, Gavel)"
     problem_class = ProblemClass.LP
 
+    def __init__(self, options: MaxSumThroughputOptions | None = None) -> None:
+        self.options = options or MaxSumThroughputOptions()
+
+    def with_options(self, values: Mapping[str, str]) -> MaxSumThroughput:
+        return MaxSumThroughput(typed_options(self.options, values, self.name))
+
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         keys = tuple(job.job_id for job in problem.jobs)
         if not keys:
             return Allocation.empty(problem.worker_types)
-        coefficients = normalised_throughput_coefficients(problem)
+        if self.options.raw_throughput:
+            coefficients = raw_throughput_coefficients(problem)
+        else:
+            coefficients = normalised_throughput_coefficients(problem)
         m, n = coefficients.shape
         if not coefficients.any():  # nothing runs anywhere: nothing to gain
             return Allocation(keys, problem.worker_types, np.zeros((m, n)), 0.0)

@@ -23,20 +23,32 @@ policies it sees every type as fast as the job's V100 (its best type without one
 balances the remaining V100-time of the jobs. (Gavel's own `min_total_duration` CLI name is
 its heterogeneity-aware class; `min_total_duration_perf` here is that one.)
 
+Option `gavel_bisection=true` (set by `--preset shockwave`) returns the allocation Gavel's and
+Shockwave's code returns instead: their bisection over T (from [100 s, 10^6 s], halving until
+the bracket is within 5%, widening tenfold if nothing is feasible) stops at some T_b in
+[T*, 1.05 T*), and their answer is ECOS's point of the feasibility problem at T_b, which lies
+near its analytic centre (shock.core.analytic_centre). So every job gets slack beyond its
+floor R_j / T_b, the slack split as the centre splits it. T_b follows from T* (T is feasible
+exactly when T >= T*), so the bisection costs no solves here.
+
 A job with no steps left needs no time and gets none; a job that runs on no type could never
 finish, so it gets no time and the makespan is over the others.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from shock.core.analytic_centre import analytic_centre, is_strictly_feasible
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.policy_options import typed_options
 from shock.core.solver import SolverSpec, solve_pyomo
 from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.max_min_fairness import MaxMinFairness
@@ -63,10 +75,34 @@ def makespan(throughputs: np.ndarray, remaining: np.ndarray, fractions: np.ndarr
         return float(np.max(np.where(rates[left] > 0, remaining[left] / rates[left], np.inf)))
 
 
+def gavel_bisection_end(best: float) -> float:
+    """The T at which Gavel's bisection stops when T is feasible exactly from `best` on."""
+    low, high, widest = 100.0, 1e6, 1e6
+    found: float | None = None
+    while found is None:
+        while 1.05 * low < high:
+            middle = (low + high) / 2.0
+            if middle >= best:
+                found, high = middle, middle
+            else:
+                low = middle
+        low, high, widest = widest, widest * 10.0, widest * 10.0
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class MinTotalDurationOptions:
+    # Gavel's and Shockwave's answer: the centre of the feasible set at the bisection's T.
+    gavel_bisection: bool = False
+
+
 class MinTotalDuration(Policy):
     problem_class = ProblemClass.LP
 
-    def __init__(self, heterogeneity_aware: bool) -> None:
+    def __init__(
+        self, heterogeneity_aware: bool, options: MinTotalDurationOptions | None = None
+    ) -> None:
+        self.options = options or MinTotalDurationOptions()
         self.heterogeneity_aware = heterogeneity_aware
         self.name = "min_total_duration_perf" if heterogeneity_aware else "min_total_duration"
         self.description = (
@@ -74,6 +110,10 @@ class MinTotalDuration(Policy):
             if heterogeneity_aware
             else "minimum makespan, every type at the job's V100 throughput"
         )
+
+    def with_options(self, values: Mapping[str, str]) -> MinTotalDuration:
+        options = typed_options(self.options, values, self.name)
+        return MinTotalDuration(self.heterogeneity_aware, options)
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         keys = tuple(job.job_id for job in problem.jobs)
@@ -112,9 +152,37 @@ class MinTotalDuration(Policy):
             )
             solve_pyomo(model, solver)
             x = model_fractions(model, m, n)
+        if self.options.gavel_bisection:
+            x = centred_at_bisection_end(x, sub_throughputs, sub_remaining, scale, problem)
         fractions[counted] = x
         objective = makespan(sub_throughputs, sub_remaining, x)
         return Allocation(keys, problem.worker_types, fractions, objective)
+
+
+def centred_at_bisection_end(
+    optimum: np.ndarray,
+    throughputs: np.ndarray,
+    remaining: np.ndarray,
+    scale: np.ndarray,
+    problem: PolicyInput,
+) -> np.ndarray:
+    """The analytic centre of {x: shared constraints, a_j(x) >= R_j / T_b}, started from the
+    optimum pulled slightly inside; the optimum itself where the set has no interior."""
+    best = makespan(throughputs, remaining, optimum)
+    if not np.isfinite(best) or best <= 0:
+        return optimum
+    end = gavel_bisection_end(best)
+    floors = remaining / end
+    capacity = problem.capacity.astype(float)
+    n = optimum.shape[1]
+    # A strictly feasible start: shrink the optimum towards 0 by less than its rate margin
+    # (T_b > T*), then add a small even share that keeps rows and capacity below their bounds.
+    shrink = 0.5 * (1.0 - best / end)
+    even = 0.5 * min(1.0 / n, float(np.min(capacity / max(float(scale.sum()), 1.0))))
+    start = (1.0 - shrink) * optimum + shrink * even
+    if not is_strictly_feasible(start, throughputs, floors, scale, capacity):
+        return optimum
+    return np.clip(analytic_centre(start, throughputs, floors, scale, capacity), 0.0, 1.0)
 
 
 class MinTotalDurationPacked(MaxMinFairnessPacked):
