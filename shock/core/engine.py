@@ -186,10 +186,15 @@ class Engine:
         idle_rounds = 0
         allocations_seen = 0
         round_length = self.config.mechanism.round_length_s
+        # A resumed run with jobs admitted plans its next round at once, as the uninterrupted
+        # run would have, instead of first idling until the next arrival.
+        plan_at_once = self.mechanism is not None and bool(self.mechanism.active)
         while self.waiting_for:
             mechanism = self.mechanism
             assert mechanism is not None
-            if plan is not None:
+            if plan_at_once:
+                plan_at_once = False
+            elif plan is not None:
                 report = executor.run_round(plan)
                 now = report.end_s
                 self._apply(report, planned)
@@ -259,7 +264,6 @@ class Engine:
                 self._batch_size_orders(mechanism),
             )
             self.now = now
-            self._save()  # the allocation (and the policy's memory) may have changed
             if hooks.round_started:
                 hooks.round_started(
                     event=RoundStarted(
@@ -503,6 +507,7 @@ class Engine:
         if not self.capabilities.measures_rates:
             new.table = old.table
         self._restore_into(new, state)
+        new.need_allocation = True  # the cluster changed: the old shares were for the old one
         self.mechanism = new
         return new
 

@@ -1,8 +1,10 @@
 """The engine's whole state as one JSON document, so any backend resumes after a crash alike.
 
 It holds what the engine decided and counted: each admitted job's credited progress, batch
-size and fairness counters, the mechanism's allocation clock, the run's counters, finished
-jobs' records, measured rates, and the policy's own memory. A durable executor stores it
+size and fairness counters, the mechanism's allocation clock, its current allocation, last
+round's placement and its random state (so a resumed run plans its next round exactly as the
+uninterrupted run would), the run's counters, finished jobs' records, measured rates, and the
+policy's own memory. A durable executor stores it
 (the gRPC cluster journals it every round) and hands it back when the run resumes.
 """
 
@@ -12,10 +14,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from shock.core.mechanism import Mechanism, MechanismStats
 from shock.core.metrics import JobRecord
 from shock.core.model import JobSpec
-from shock.core.policy import Policy
+from shock.core.policy import Allocation, Policy, UnitKey
 
 FORMAT_VERSION = 1
 _log = logging.getLogger(__name__)
@@ -86,7 +90,79 @@ def snapshot(
         ],
         "measured": [[*key, value] for key, value in sorted(measured.items())],
         "policy": {"name": policy.name, "state": policy.snapshot()},
+        "rounds_memory": _rounds_memory(mechanism),
     }
+
+
+def _key_json(key: UnitKey) -> Any:
+    return list(key) if isinstance(key, tuple) else key
+
+
+def _key_of(saved: Any) -> UnitKey:
+    return (int(saved[0]), int(saved[1])) if isinstance(saved, list) else int(saved)
+
+
+def _rounds_memory(mechanism: Mechanism) -> dict[str, Any]:
+    """What the mechanism carries from one round to the next besides the jobs' counters."""
+    allocation = mechanism.allocation
+    random_state = mechanism.shuffler_state()
+    return {
+        "need_allocation": mechanism.need_allocation,
+        "worker_types": list(mechanism.worker_types),
+        "allocation": {
+            "keys": [_key_json(key) for key in allocation.keys],
+            "fractions": np.asarray(allocation.fractions, dtype=float).tolist(),
+            "objective": allocation.objective,
+            "round_order": (
+                None
+                if allocation.round_order is None
+                else [_key_json(key) for key in allocation.round_order]
+            ),
+        },
+        # In the mechanism's order, which breaks ties between units.
+        "pairs": [[*key, pair.time_so_far, pair.deficit] for key, pair in mechanism.pairs.items()],
+        "last_round": [
+            [_key_json(key), a.worker_type, list(a.gpus), a.kept_gpus]
+            for key, a in mechanism.previous_round.items()
+        ],
+        "random_state": [random_state[0], list(random_state[1]), random_state[2]],
+    }
+
+
+def _restore_rounds_memory(mechanism: Mechanism, saved: dict[str, Any] | None) -> None:
+    """Give a new mechanism the saved allocation, last round and random state, unless its
+    worker types differ (a resized cluster): then it allocates and places afresh."""
+    if saved is None or list(mechanism.worker_types) != saved["worker_types"]:
+        return
+    allocation = saved["allocation"]
+    keys = tuple(_key_of(key) for key in allocation["keys"])
+    if any(
+        (key not in mechanism.active)
+        if not isinstance(key, tuple)
+        else (key[0] not in mechanism.active or key[1] not in mechanism.active)
+        for key in keys
+    ):
+        return  # a job it allocated is gone: let the mechanism allocate again
+    fractions = np.array(allocation["fractions"], dtype=float).reshape(
+        len(keys), len(mechanism.worker_types)
+    )
+    for first, second, time_so_far, deficit in saved["pairs"]:
+        mechanism.restore_pair((int(first), int(second)), time_so_far, deficit)
+    order = allocation["round_order"]
+    mechanism.install_allocation(
+        Allocation(
+            keys,
+            mechanism.worker_types,
+            fractions,
+            allocation["objective"],
+            None if order is None else tuple(_key_of(key) for key in order),
+        )
+    )
+    mechanism.need_allocation = bool(saved["need_allocation"])
+    for key, worker_type, gpus, kept in saved["last_round"]:
+        mechanism.remember_assignment(_key_of(key), worker_type, tuple(gpus), bool(kept))
+    version, internal, gauss = saved["random_state"]
+    mechanism.set_shuffler_state((version, tuple(internal), gauss))
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +220,7 @@ def restore(
                 if state.allocation is None:
                     state.allocation = [0.0] * len(mechanism.worker_types)
                 state.allocation[column] = float(share)
+    _restore_rounds_memory(mechanism, document.get("rounds_memory"))
     records = [
         JobRecord(int(job_id), float(arrival), float(done), float(alone), int(scale))
         for job_id, arrival, done, alone, scale in document["records"]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from operator import itemgetter
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -389,6 +389,12 @@ class Mechanism:
         self.allocation = allocate_checked(self.policy, self._policy_input(now), self.solver)
         self.stats.solver_seconds += time.perf_counter() - started
         self.stats.allocations += 1
+        self.install_allocation(self.allocation)
+        return True
+
+    def install_allocation(self, allocation: Allocation) -> None:
+        """Make `allocation` the current one: each job's and allocated pair's shares."""
+        self.allocation = allocation
         rows = {key: row for row, key in enumerate(self.allocation.keys)}
         # One conversion of the whole matrix: each row is then a fresh list of floats.
         fractions = np.asarray(self.allocation.fractions).tolist()
@@ -403,7 +409,36 @@ class Mechanism:
                 if existing is not None:
                     existing.allocation = fractions[row]
         self.need_allocation = False
-        return True
+
+    def remember_assignment(
+        self, key: UnitKey, worker_type: str, gpus: tuple[int, ...], kept: bool
+    ) -> None:
+        """Record a unit as having run last round on these GPUs (a resumed run's memory);
+        ignored where the unit, the type or a GPU no longer exists."""
+        unit: Unit | None = self.pairs.get(key) if isinstance(key, tuple) else self.active.get(key)
+        if unit is None or worker_type not in self.worker_types:
+            return
+        column = self.worker_types.index(worker_type)
+        of_type = {gpu for server in self.servers_by_column[column] for gpu in server}
+        if not of_type.issuperset(gpus):
+            return
+        self.previous_round[key] = self._assignment(unit, column, gpus, kept)
+
+    def restore_pair(
+        self, key: tuple[int, int], time_so_far: list[float], deficit: list[float]
+    ) -> None:
+        """Bring back a pair of a resumed run with its counters (if both jobs are here)."""
+        pair = self.pairs.get(key) or self._new_pair(key)
+        if pair is not None:
+            pair.time_so_far[:] = [float(v) for v in time_so_far]
+            pair.deficit[:] = [float(v) for v in deficit]
+
+    def shuffler_state(self) -> tuple[Any, ...]:
+        """The random state that orders worker types for heterogeneity-agnostic policies."""
+        return self._shuffler.getstate()
+
+    def set_shuffler_state(self, state: tuple[Any, ...]) -> None:
+        self._shuffler.setstate(state)
 
     def _new_pair(self, key: tuple[int, int]) -> PairState | None:
         """Pair state for an allocated pair; None if a member left or the table has no
