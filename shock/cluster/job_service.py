@@ -250,8 +250,8 @@ class JobBook:
             return "done"
         if job.ended_state is not None:
             return job.ended_state
-        if job.run_id is not None and self.runs[job.run_id].started_at is not None:
-            return "running"
+        if job.run_id is not None:
+            return "running"  # launched: it holds its GPUs
         return "queued"
 
     def status(self, job: TrackedJob) -> pb.JobStatus:
