@@ -219,10 +219,12 @@ class Engine:
             elif self.next_arrival < len(self.jobs):
                 executor.idle_until(self.jobs[self.next_arrival].arrival_time)
                 now = max(now, executor.clock())
-            elif not self.capabilities.simulates_jobs:
-                # A real cluster can still change (workers join, jobs' runs end, jobs are
-                # submitted): wait a round for it, re-planning from scratch, however long (a
-                # run timeout, or the service stopping, ends it).
+            elif not self.capabilities.simulates_jobs or (
+                self.open is not None and not mechanism.active
+            ):
+                # A real cluster can still change (workers join, jobs' runs end), an open one
+                # gets jobs submitted: wait a round for it, re-planning from scratch, however
+                # long (a run timeout, or the service stopping, ends it).
                 if not idle_rounds and mechanism.active:
                     _log.warning(
                         "%s schedules none of the %d remaining jobs on this cluster: waiting",
