@@ -251,10 +251,12 @@ class ClusterScheduler(JobBook):
             engine = document["engine"]
             credited = {int(job_id): float(steps) for job_id, steps in document["credited"].items()}
             # Jobs cancelled (or failed) after this state was saved are not the engine's now.
-            engine["jobs"] = [
-                saved for saved in engine["jobs"]
-                if int(saved["id"]) in self.jobs and self.jobs[int(saved["id"])].ended_state is None
-            ]  # fmt: skip
+            if isinstance(engine.get("jobs"), list):
+                engine["jobs"] = [
+                    saved for saved in engine["jobs"]
+                    if (job := self.jobs.get(int(saved["id"]))) is not None
+                    and job.ended_state is None
+                ]  # fmt: skip
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             _log.warning("the journal's engine state does not parse (%s): starting afresh", error)
             return
