@@ -161,6 +161,9 @@ def test_a_user_cannot_cancel_another_users_job_and_an_admin_can(service: Servic
     # Nor may bob submit as alice, nor read her job's output; the worker token is no user's.
     assert service.cli("submit", *SHORT, "--user", "alice", token=TOKENS["bob"]).returncode != 0
     assert service.cli("logs", str(job_id), token=TOKENS["bob"]).returncode != 0
+    unknown = service.cli("submit", "--job-type", "Foo (batch size 8)", "--steps", "9",
+                          token=TOKENS["bob"])  # fmt: skip
+    assert unknown.returncode != 0 and "no workload for model family 'Foo'" in unknown.stderr
     stranger = service.cli("jobs", token=WORKER_TOKEN)
     assert stranger.returncode != 0 and "refused" in stranger.stderr
     # An admin may, and may submit for others.

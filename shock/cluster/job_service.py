@@ -20,7 +20,7 @@ from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.core.errors import ShockError
 from shock.core.executor import Intake
 from shock.core.measured_throughputs import ThroughputEstimates
-from shock.core.model import JobSpec
+from shock.core.model import JobSpec, batch_size_of
 from shock.core.run import RunRequest
 from shock.workloads.families import UnknownJobTypeError, parse_job_type
 
@@ -150,6 +150,11 @@ class JobBook:
         adaptation = request.adaptation or "static"
         if adaptation not in ADAPTATIONS:
             raise RequestError(f"--adaptation must be one of {', '.join(ADAPTATIONS)}")
+        if adaptation != "static" and batch_size_of(request.job_type) is None:
+            raise RequestError(
+                f"--adaptation {adaptation} changes a batch size: name the job type with one, "
+                f"e.g. '{request.job_type} (batch size 32)'"
+            )
         with self._lock:
             sizes = [w.gpus for w in self.workers.values() if w.alive]
         if sizes and scale > max(sizes):
@@ -171,6 +176,10 @@ class JobBook:
         if job is None:
             raise NotFoundError(f"no job {job_id}")
         return job
+
+    def owner_of(self, job_id: int) -> str:
+        with self._lock:
+            return self._job(job_id).spec.entity or ""
 
     def list_jobs(self, request: pb.ListJobsRequest) -> pb.ListJobsReply:
         with self._lock:

@@ -138,12 +138,11 @@ class JobsServicer(pb_grpc.JobsServicer):
     def JobLogs(self, request: pb.JobLogsRequest, context: Any) -> pb.JobLogsReply:
         def handle() -> pb.JobLogsReply:
             caller = self._caller(context)
-            with self.scheduler._lock:
-                owner = self.scheduler.list_jobs(pb.ListJobsRequest(job_ids=[request.job_id]))
-            if not caller.admin and owner.jobs[0].user != caller.name:
+            owner = self.scheduler.owner_of(request.job_id)
+            if not caller.admin and owner != caller.name:
                 raise PermissionError_(
-                    f"job {request.job_id} belongs to {owner.jobs[0].user}: only they or an "
-                    "admin may read its output"
+                    f"job {request.job_id} belongs to {owner}: only they or an admin may read "
+                    "its output"
                 )
             return self.scheduler.job_logs(request.job_id, request.max_bytes)
 
