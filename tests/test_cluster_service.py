@@ -69,7 +69,11 @@ class Service:
         found: dict[str, Any] = {}
 
         def check() -> bool:
-            found.update(self.jobs()[job_id])
+            listed = self.cli("jobs", "--json", token=self.admin_token)
+            if listed.returncode != 0:
+                assert "unreachable" in listed.stderr, listed.stderr  # (re)starting
+                return False
+            found.update(next(job for job in json.loads(listed.stdout) if job["id"] == job_id))
             return bool(test(found))
 
         wait_for(check, timeout_s, f"job {job_id} {what}")
