@@ -16,7 +16,6 @@ from shock.cli.cluster_commands import (
     TlsCa,
     TlsCert,
     TlsKey,
-    TokenOption,
     _require_cluster_extra,
     _tls,
 )
@@ -27,6 +26,11 @@ if TYPE_CHECKING:
     from shock.cluster.client import JobsClient
     from shock.cluster.proto import shock_cluster_pb2 as pb
 
+TokenOption = Annotated[
+    str | None,
+    typer.Option(envvar=TOKEN_ENV, help=f"Your user token (or ${TOKEN_ENV}); without a users "
+                 "file on the service, the cluster token."),
+]  # fmt: skip
 SchedulerOption = Annotated[
     str, typer.Option(help="The scheduler service, host:port.")
 ]
