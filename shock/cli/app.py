@@ -15,6 +15,13 @@ from shock.cli.backend_args import RunCommand, extra_option_items
 from shock.cli.bench_commands import bench_app
 from shock.cli.cluster_commands import serve_command, worker_command
 from shock.cli.cluster_list_commands import clusters_command
+from shock.cli.job_commands import (
+    cancel_command,
+    jobs_command,
+    logs_command,
+    submit_command,
+    watch_command,
+)
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.profile_commands import profile_command
 from shock.cli.progress import ProgressObserver
@@ -39,6 +46,11 @@ app.command("profile")(profile_command)
 app.command("serve")(serve_command)
 app.command("worker")(worker_command)
 app.command("clusters")(clusters_command)
+app.command("submit")(submit_command)
+app.command("jobs")(jobs_command)
+app.command("cancel")(cancel_command)
+app.command("logs")(logs_command)
+app.command("watch")(watch_command)
 app.command("sweep")(sweep_command)
 trace_app.command("synergy")(synergy_trace_command)
 # Public production traces in, shock traces between formats.

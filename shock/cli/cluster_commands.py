@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import signal
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated
@@ -63,18 +64,26 @@ def _tls(cert: Path | None, key: Path | None, ca: Path | None) -> TlsFiles | Non
     return tls if tls.enabled else None
 
 
-def _stop_on_sigterm(stop: threading.Event) -> None:
+def _stop_on_sigterm(stop: threading.Event, interrupt_too: bool = False) -> None:
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, handler)
+    if interrupt_too:
+        signal.signal(signal.SIGINT, handler)
 
 
 def serve_command(
     state_dir: Annotated[Path, typer.Option(help="Journal, checkpoints and logs (resumable).")],
     trace: Annotated[
         Path | None,
-        typer.Option(help="Trace to run (not needed when resuming a state directory)."),
+        typer.Option(help="Trace to run, then stop. Without one, a new state directory starts "
+                          "an empty service that runs submitted jobs until stopped."),
+    ] = None,
+    users: Annotated[
+        Path | None,
+        typer.Option(help="Users file (TOML or CSV): names, weights, token hashes, admins "
+                          "(docs/running-a-cluster.md). Default: one admin, the cluster token."),
     ] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = DEFAULT_HOST,
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = DEFAULT_PORT,
@@ -99,16 +108,20 @@ def serve_command(
         Path | None, typer.Option("--json", help="Write the results document here.")
     ] = None,
 ) -> None:
-    """Run the scheduler service: workers register with it and it runs the trace on them.
-    Restarting it with the same --state-dir resumes every job."""
+    """Run the scheduler service: workers register with it, users submit jobs to it (or it
+    runs a --trace). Restarting it with the same --state-dir resumes every job."""
     _require_cluster_extra()
     from shock.cluster.auth import new_token
+    from shock.cluster.job_service import ServiceStopped
     from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
     from shock.cluster.service import ServerAddress, start_server
+    from shock.cluster.users import load_users, single_admin
+    from shock.core.trace import Trace
 
     console = Console()
-    if trace is None and not (state_dir / "journal.sqlite").exists():
-        raise InputError("a new state directory needs --trace", field="--trace")
+    resuming = (state_dir / "journal.sqlite").exists()
+    service = trace is None and not resuming
+    user_table = load_users(users) if users is not None else None
     state_dir.mkdir(parents=True, exist_ok=True)
     if token is None:
         token_path = state_dir / TOKEN_FILE
@@ -129,23 +142,39 @@ def serve_command(
         preset=preset,
         round_length_s=round_length,
     )
-    request = build_request(options, default_registry())
+    # A service (new or resumed) reads its jobs from the journal, not from a trace file.
+    empty = Trace((), source="submitted jobs") if trace is None else None
+    request = build_request(options, default_registry(), trace=empty)
+    if user_table is not None:
+        # Users are the entities of hierarchical policies, weighted as the file says.
+        request = replace(request, config=replace(
+            request.config, entity_weights=user_table.weights()
+        ))  # fmt: skip
     settings = SchedulerSettings(
         state_dir=state_dir, heartbeat_s=heartbeat, dead_after_s=dead_after,
-        min_workers=min_workers,
+        min_workers=min_workers, accepts_submissions=service,
     )  # fmt: skip
     scheduler = ClusterScheduler(request, settings)
     server, bound = start_server(
-        scheduler, ServerAddress(host, port), token, _tls(tls_cert, tls_key, tls_ca)
-    )
-    console.print(f"shock scheduler listening on {host}:{bound}", highlight=False)
+        scheduler, ServerAddress(host, port), token, _tls(tls_cert, tls_key, tls_ca),
+        users=user_table or single_admin(token),
+    )  # fmt: skip
+    mode = "service: submit jobs with `shock submit`" if scheduler.accepts_submissions else "trace"
+    console.print(f"shock scheduler listening on {host}:{bound} ({mode})", highlight=False)
     stop = threading.Event()
-    _stop_on_sigterm(stop)
+    _stop_on_sigterm(stop, interrupt_too=scheduler.accepts_submissions)
     try:
         result = scheduler.run(stop)
+    except ServiceStopped:
+        console.print("stopped")
+        return
     finally:
         server.stop(grace=1.0).wait(timeout=5)
         scheduler.journal.close()
+    if scheduler.accepts_submissions:
+        console.print(f"stopped; the journal in {state_dir} keeps every job")
+        if not result.records:
+            return
     print_run_header(console, result)
     console.print(summary_table(result))
     if json_path is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,8 @@ import grpc
 from shock.core.errors import InputError
 
 TOKEN_METADATA_KEY = "x-shock-token"
+# Methods of the service people use (users' tokens); the Scheduler service is for workers.
+JOBS_SERVICE_PREFIX = "/shock.cluster.v1.Jobs/"
 
 
 def new_token() -> str:
@@ -61,13 +63,23 @@ class TlsFiles:
         )
 
 
-class TokenInterceptor(grpc.ServerInterceptor):
-    """Refuses every call whose metadata lacks the shared token."""
+def call_token(metadata: Iterable[tuple[str, str | bytes]]) -> str:
+    """The token a call carries ('' for none)."""
+    for key, value in metadata:
+        if key == TOKEN_METADATA_KEY:
+            return value if isinstance(value, str) else bytes(value).decode(errors="replace")
+    return ""
 
-    def __init__(self, token: str) -> None:
+
+class TokenInterceptor(grpc.ServerInterceptor):
+    """Refuses every call whose metadata lacks the shared token; with `user_check`, calls to
+    the Jobs service need a token it accepts instead (a user's, which may differ)."""
+
+    def __init__(self, token: str, user_check: Callable[[str], bool] | None = None) -> None:
         if not token:
             raise ValueError("the shared token must not be empty")
         self._token = token.encode()
+        self._user_check = user_check
 
         def refuse(request: Any, context: grpc.ServicerContext) -> None:
             context.abort(
@@ -82,12 +94,14 @@ class TokenInterceptor(grpc.ServerInterceptor):
         continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
-        for key, value in handler_call_details.invocation_metadata:
-            if key == TOKEN_METADATA_KEY:
-                given = value.encode() if isinstance(value, str) else bytes(value)
-                if hmac.compare_digest(given, self._token):
-                    return continuation(handler_call_details)
-        return self._refusal
+        token = call_token(handler_call_details.invocation_metadata)
+        if self._user_check is not None and handler_call_details.method.startswith(
+            JOBS_SERVICE_PREFIX
+        ):
+            allowed = bool(token) and self._user_check(token)
+        else:
+            allowed = hmac.compare_digest(token.encode(), self._token)
+        return continuation(handler_call_details) if allowed else self._refusal
 
 
 # gRPC backs off exponentially (up to 2 minutes) between reconnection attempts; a worker must

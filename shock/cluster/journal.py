@@ -78,6 +78,17 @@ CREATE TABLE IF NOT EXISTS throughputs (
 """
 
 
+# A service's jobs: when each was submitted and first started, and how it ended when it did
+# not complete (cancelled or failed, with a message).
+_SERVICE_COLUMNS = (
+    ("submitted_at", "REAL"),
+    ("started_at", "REAL"),
+    ("ended_state", "TEXT"),
+    ("ended_at", "REAL"),
+    ("message", "TEXT"),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class JobRow:
     spec: JobSpec
@@ -86,6 +97,11 @@ class JobRow:
     completed_at: float | None
     job_type: str | None = None  # None: still the trace's job type
     target_steps: int | None = None
+    submitted_at: float | None = None  # None: a trace's job
+    started_at: float | None = None
+    ended_state: str | None = None  # cancelled or failed
+    ended_at: float | None = None
+    message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +163,7 @@ class Journal:
         self._db.executescript(_SCHEMA)
         # A journal written before jobs had a current type: add the columns (both NULL).
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
-        for column, kind in (("job_type", "TEXT"), ("target_steps", "INTEGER")):
+        for column, kind in (("job_type", "TEXT"), ("target_steps", "INTEGER"), *_SERVICE_COLUMNS):
             if column not in columns:
                 self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
 
@@ -187,15 +203,32 @@ class Journal:
                 [(job.job_id, json.dumps(asdict(job))) for job in jobs],
             )
 
+    def add_submitted_job(self, job: JobSpec, at: float) -> None:
+        self._db.execute(
+            "INSERT INTO jobs (job_id, spec, submitted_at) VALUES (?, ?, ?)",
+            (job.job_id, json.dumps(asdict(job)), at),
+        )
+
     def jobs(self) -> list[JobRow]:
         rows = self._db.execute(
-            "SELECT spec, step, checkpoint_step, completed_at, job_type, target_steps FROM jobs "
-            "ORDER BY job_id"
+            "SELECT spec, step, checkpoint_step, completed_at, job_type, target_steps, "
+            "submitted_at, started_at, ended_state, ended_at, message FROM jobs ORDER BY job_id"
         ).fetchall()
-        return [
-            JobRow(JobSpec(**json.loads(spec)), step, checkpoint, done, job_type, target)
-            for spec, step, checkpoint, done, job_type, target in rows
-        ]
+        return [JobRow(JobSpec(**json.loads(row[0])), *row[1:]) for row in rows]
+
+    def set_job_started(self, job_id: int, at: float) -> None:
+        """When the job first ran (its queueing time ends)."""
+        self._db.execute(
+            "UPDATE jobs SET started_at = ? WHERE job_id = ? AND started_at IS NULL", (at, job_id)
+        )
+
+    def end_job(self, job_id: int, state: str, at: float, message: str) -> None:
+        """The job will not run again: cancelled or failed."""
+        self._db.execute(
+            "UPDATE jobs SET ended_state = ?, ended_at = ?, message = ? "
+            "WHERE job_id = ? AND completed_at IS NULL AND ended_state IS NULL",
+            (state, at, message, job_id),
+        )
 
     def set_progress(self, job_id: int, step: int) -> None:
         # A completed job's row is final: a late or resent event must not move it back.

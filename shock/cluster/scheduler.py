@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from shock.cluster.job_service import JobBook, PreconditionError, RequestError, ServiceStopped
 from shock.cluster.journal import Journal, ThroughputRow, WorkerRow
 from shock.cluster.launch import launch_grant
 from shock.cluster.proto import shock_cluster_pb2 as pb
@@ -34,6 +35,7 @@ from shock.core.errors import ShockError
 from shock.core.executor import (
     BatchSizeChange,
     ExecutorCapabilities,
+    Intake,
     MeasuredRate,
     PlannedUnit,
     RoundPlan,
@@ -56,14 +58,6 @@ _WORKER_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 HARNESS_ADAPTATIONS = frozenset({"static", "accordion", "gns"})
 
 
-class RequestError(ShockError):
-    """A request the scheduler refuses: the service answers INVALID_ARGUMENT with it."""
-
-
-class PreconditionError(ShockError):
-    """A well-formed request that does not fit the scheduler's state (FAILED_PRECONDITION)."""
-
-
 @dataclass(frozen=True, slots=True)
 class SchedulerSettings:
     state_dir: Path
@@ -76,6 +70,9 @@ class SchedulerSettings:
     run_timeout_s: float | None = None
     max_job_failures: int = 3
     approve_batch_size_changes: bool = True
+    # A service (`shock serve` without a trace): jobs are submitted and cancelled while it
+    # runs, and it runs until stopped. Fixed in the journal when the state directory is new.
+    accepts_submissions: bool = False
 
 
 @dataclass(slots=True)
@@ -92,6 +89,7 @@ class WorkerSlot:
     cpus: float = 0.0  # what it offers to jobs, as it registered (0: not said)
     memory_gb: float = 0.0
     told_shutdown: bool = False
+    hostname: str = ""
 
 
 @dataclass(slots=True)
@@ -123,6 +121,18 @@ class TrackedJob:
     # the new batch size from its checkpoint).
     job_type: str = ""
     target_steps: int = 0
+    # A service's job: when it was submitted (unix time; None: a trace's), first started,
+    # and how it ended when it did not complete.
+    submitted_at: float | None = None
+    started_at: float | None = None
+    ended_state: str | None = None  # cancelled or failed
+    ended_at: float | None = None
+    message: str = ""
+
+    @property
+    def over(self) -> bool:
+        """Completed, cancelled or failed: it never runs again."""
+        return self.completed_at is not None or self.ended_state is not None
 
     def __post_init__(self) -> None:
         self.job_type = self.job_type or self.spec.job_type
@@ -133,7 +143,7 @@ class TrackedJob:
         return self.spec.job_id
 
 
-class ClusterScheduler:
+class ClusterScheduler(JobBook):
     """The gRPC executor; also what the gRPC service's handlers call."""
 
     capabilities = ExecutorCapabilities(
@@ -173,7 +183,11 @@ class ClusterScheduler:
         self.done = False
         self.incarnation = uuid.uuid4().hex
         self._saved_engine: dict[str, object] | None = None
+        self._init_book()
         self._load()
+        self.capabilities = replace(
+            ClusterScheduler.capabilities, accepts_submissions=self.accepts_submissions
+        )
 
     # Start-up: a fresh run, or resume from the journal.
 
@@ -186,16 +200,21 @@ class ClusterScheduler:
         self._t0_fixed = t0 is not None
         if journal.get_meta("trace") is None:
             journal.set_meta("trace", self.request.trace.source)
+            journal.set_meta("mode", "service" if self.settings.accepts_submissions else "trace")
             journal.add_jobs(list(self.request.trace.jobs))
+        self.accepts_submissions = journal.get_meta("mode") == "service"
         for row in journal.jobs():
             self.jobs[row.spec.job_id] = TrackedJob(
                 row.spec, row.step, row.checkpoint_step, row.completed_at,
                 job_type=row.job_type or "", target_steps=row.target_steps or 0,
+                submitted_at=row.submitted_at, started_at=row.started_at,
+                ended_state=row.ended_state, ended_at=row.ended_at, message=row.message or "",
             )  # fmt: skip
-        # The journal's trace is the run's, also when a restart names none.
+        # The journal's jobs are the run's, also when a restart names no trace: every one
+        # submitted, less those cancelled or failed.
         trace = replace(
             self.request.trace,
-            jobs=tuple(job.spec for job in self.jobs.values()),
+            jobs=tuple(job.spec for job in self.jobs.values() if job.ended_state is None),
             source=journal.get_meta("trace") or self.request.trace.source,
         )
         self.request = replace(self.request, trace=trace)
@@ -214,7 +233,7 @@ class ClusterScheduler:
                 self.workers[worker.worker_id] = WorkerSlot(
                     worker.worker_id, worker.gpu_type, worker.gpus, sequence,
                     now + self.settings.dead_after_s,
-                    acked_seq=worker.acked_seq,
+                    acked_seq=worker.acked_seq, hostname=worker.hostname,
                 )  # fmt: skip
         for run in journal.runs(open_only=True):
             self.runs[run.run_id] = Run(
@@ -231,6 +250,13 @@ class ClusterScheduler:
             document = json.loads(saved)
             engine = document["engine"]
             credited = {int(job_id): float(steps) for job_id, steps in document["credited"].items()}
+            # Jobs cancelled (or failed) after this state was saved are not the engine's now.
+            if isinstance(engine.get("jobs"), list):
+                engine["jobs"] = [
+                    saved for saved in engine["jobs"]
+                    if (job := self.jobs.get(int(saved["id"]))) is not None
+                    and job.ended_state is None
+                ]  # fmt: skip
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             _log.warning("the journal's engine state does not parse (%s): starting afresh", error)
             return
@@ -250,6 +276,11 @@ class ClusterScheduler:
             def ready(now: float) -> bool:
                 if self._ready_workers() >= self.settings.min_workers:
                     return True
+                if self.accepts_submissions:
+                    # A service waits for its workers as long as it runs.
+                    if self._stop is not None and self._stop.is_set():
+                        raise ServiceStopped("stopped before any worker registered")
+                    return False
                 if time.monotonic() > deadline:
                     raise ShockError(
                         f"only {self._ready_workers()} of {self.settings.min_workers} workers "
@@ -277,8 +308,17 @@ class ClusterScheduler:
             signature = self._cluster_signature
             self._round_end = self.t0 + time_s
             self._wait_until(
-                lambda now: now - self.t0 >= time_s or self._live_signature() != signature
+                lambda now: now - self.t0 >= time_s
+                or self._live_signature() != signature
+                or self._intake_waiting()
             )
+
+    def intake(self) -> Intake | None:
+        """Jobs submitted and cancelled since the engine last asked; None once stopping."""
+        with self._lock:
+            if self._stop is not None and self._stop.is_set():
+                return None
+            return self._take_intake()
 
     def cluster_changed(self) -> Cluster | None:
         """The live workers' cluster when it changed and still has a worker."""
@@ -289,6 +329,11 @@ class ClusterScheduler:
 
     def stop(self) -> None:
         with self._lock:
+            if self.accepts_submissions:
+                # The service stops, its workers stay: they checkpoint their jobs and wait
+                # for it to come back.
+                self._preempt_all()
+                return
             self.done = True
             self._changed.notify_all()
             self._tell_workers_to_stop()
@@ -323,6 +368,8 @@ class ClusterScheduler:
         """Check workers, dispatch planned jobs and wait for state changes until `done`."""
         while True:
             if self._stop is not None and self._stop.is_set():
+                if self.accepts_submissions:
+                    return  # a service stops cleanly: the engine's next intake ends the run
                 raise ShockError("the cluster run was interrupted")
             if self._failure is not None:
                 raise ShockError(self._failure)
@@ -417,6 +464,7 @@ class ClusterScheduler:
             slot.alive = True
             slot.cpus = max(request.cpus, 0.0)
             slot.memory_gb = max(request.memory_gb, 0.0)
+            slot.hostname = request.hostname
             slot.last_seen = now
             slot.commands = []
             self.journal.set_worker_alive(slot.worker_id)
@@ -517,6 +565,7 @@ class ClusterScheduler:
         job = self.jobs.get(event.job_id)
         if job is None or job.completed_at is not None:
             return  # completions are final: resent events of a finished job change nothing
+        self._note_event(job, run, event)
         kind = event.WhichOneof("event")
         now = time.time()
         if kind == "exit":
@@ -527,6 +576,9 @@ class ClusterScheduler:
         journal = self.journal
         if kind == "started":
             run.started_at = now
+            if job.started_at is None:
+                job.started_at = now
+                journal.set_job_started(job.job_id, now)
             job.step = event.started.resumed_from_step
             journal.set_run_started(run.run_id, job.step, now)
             journal.set_progress(job.job_id, job.step)
@@ -582,7 +634,11 @@ class ClusterScheduler:
         elif exit.reason in ("error", "crashed"):
             job.failures += 1
             job.step = job.checkpoint_step
-            if job.failures >= self.settings.max_job_failures:
+            if job.failures >= self.settings.max_job_failures and self.accepts_submissions:
+                # A service goes on without it.
+                self._end_job(job, "failed", now, f"failed {job.failures} times; last: "
+                              f"{exit.reason} {exit.message}".strip())  # fmt: skip
+            elif job.failures >= self.settings.max_job_failures:
                 self._failure = (
                     f"job {job.spec.job_id} ({job.spec.job_type}) failed "
                     f"{job.failures} times; last: {exit.reason} {exit.message}".strip()
@@ -627,8 +683,9 @@ class ClusterScheduler:
     def _round_over(self, now: float) -> bool:
         if now >= self._round_end or self._live_signature() != self._cluster_signature:
             return True  # also early when a worker joined or died: plan for the new cluster
-        # Early end, as in the simulator: every job of the round has finished its work.
-        return all(self.jobs[job_id].completed_at is not None for job_id in self._plan)
+        # Early end, as in the simulator: every job of the round has finished its work (or
+        # was cancelled).
+        return all(self.jobs[job_id].over for job_id in self._plan)
 
     def _begin_round(self, plan: RoundPlan, now: float) -> None:
         self._units = plan.units
@@ -681,7 +738,7 @@ class ClusterScheduler:
             job = self.jobs[job_id]
             slot = self.workers.get(worker_id)
             if (
-                job.completed_at is not None
+                job.over
                 or job.run_id is not None
                 or now < job.not_before
                 or slot is None

@@ -9,6 +9,7 @@ signal is tied to the thread that forks them).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -88,6 +89,23 @@ def detect_devices(gpus: int, simulated: bool) -> list[pb.Device]:
         if count >= gpus:
             return [pb.Device(index=i, name=f"cuda:{i}") for i in range(gpus)]
     return [pb.Device(index=i, name="cpu") for i in range(gpus)]
+
+
+def read_run_log(log_dir: Path, run_id: int, max_bytes: int) -> pb.RunLog:
+    """The tail of a run's job log (its process's stderr and stray stdout lines)."""
+    found = sorted(log_dir.glob(f"job-*-run-{run_id}.log"))
+    if not found:
+        return pb.RunLog(run_id=run_id, error=f"no log for run {run_id} in {log_dir}")
+    try:
+        with found[0].open("rb") as log:
+            size = log.seek(0, os.SEEK_END)
+            log.seek(max(0, size - max_bytes))
+            data = log.read()
+    except OSError as exc:
+        return pb.RunLog(run_id=run_id, error=f"cannot read {found[0]}: {exc.strerror}")
+    return pb.RunLog(
+        run_id=run_id, text=data.decode(errors="replace"), truncated=size > max_bytes
+    )
 
 
 class WorkerAgent:
@@ -223,6 +241,12 @@ class WorkerAgent:
         if kind == "launch":
             self._launch(command.launch)
             return
+        if kind == "fetch_log":
+            # Read and sent off the main thread: launches must not wait on a large log.
+            threading.Thread(
+                target=self._upload_log, args=(command.fetch_log,), name="log", daemon=True
+            ).start()
+            return
         run_id = getattr(command, str(kind)).run_id
         with self._lock:
             job = self._jobs.get(run_id)
@@ -267,6 +291,15 @@ class WorkerAgent:
             self._bounds_keeper.check(job.process.pid, bounds)
         with self._lock:
             self._jobs[launch.run_id] = job
+
+    def _upload_log(self, fetch: pb.FetchLog) -> None:
+        logs = [read_run_log(self.settings.log_dir, run_id, fetch.max_bytes)
+                for run_id in fetch.run_ids]  # fmt: skip
+        # Unsent, the user's request times out and says so.
+        with contextlib.suppress(grpc.RpcError, AuthenticationError):
+            self._call("UploadLog", pb.UploadLogRequest(
+                worker_id=self.worker_id, request_id=fetch.request_id, logs=logs
+            ))  # fmt: skip
 
     def _reap(self) -> None:
         with self._lock:

@@ -32,6 +32,8 @@ from shock.core.events import (
 from shock.core.executor import (
     BatchSizeOrder,
     Executor,
+    Intake,
+    OpenExecutor,
     PlannedUnit,
     RoundPlan,
     RoundReport,
@@ -102,6 +104,12 @@ class Engine:
         self.rules: BatchSizeRules | None = None
         self._by_id = {job.job_id: job for job in self.jobs}
         self.now = 0.0  # the engine's time as of its last decision
+        # An open executor (a service): jobs arrive and are cancelled while it runs, and the
+        # run ends when the executor says so, not when the last job finished.
+        self.open: OpenExecutor | None = (
+            executor if self.capabilities.accepts_submissions else None  # type: ignore[assignment]
+        )
+        self.cancelled: set[int] = set()
 
     # Set-up.
 
@@ -129,23 +137,13 @@ class Engine:
     def _prepare(self, cluster: Cluster) -> Mechanism:
         mechanism = self._build_mechanism(cluster)
         self.mechanism = mechanism
-        source = self.request.trace.source
         registry = self.request.registry
-        table = mechanism.table
-        worker_types = mechanism.worker_types
-        for job in self.jobs:
-            mechanism.check_job(job, source)
-        # Jobs whose batch size changes (Accordion, GNS); empty for a static trace.
-        self.schedules = batch_schedules(self.jobs, registry, table, worker_types, source)
-        if self.config.rho_alone == "whole_epochs":
-            # Shockwave's T_alone for rho, where the job's epochs are known.
-            self.whole_epochs_alone = {
-                job.job_id: whole_epochs_alone_s(job, registry, table, worker_types, source)
-                for job in self.jobs
-            }
+        self._prepare_jobs(mechanism, self.jobs)
         if self.capabilities.simulates_jobs:
             rules = registry.get("adaptation rules", self.config.adaptation_rules)
-            self.rules = rules.for_run(self.jobs, self.schedules, registry, table, worker_types)
+            self.rules = rules.for_run(
+                self.jobs, self.schedules, registry, mechanism.table, mechanism.worker_types
+            )
         window = self.config.window
         self.waiting_for = {
             j.job_id for j in self.jobs if window is None or window[0] <= j.job_id < window[1]
@@ -153,6 +151,23 @@ class Engine:
         if window is not None and not self.waiting_for:
             raise ShockError(f"window {window[0]}:{window[1]} holds no job of the trace")
         return mechanism
+
+    def _prepare_jobs(self, mechanism: Mechanism, jobs: tuple[JobSpec, ...]) -> None:
+        """Check jobs against the cluster and work out their batch-size schedules and T_alone."""
+        source = self.request.trace.source
+        registry = self.request.registry
+        table = mechanism.table
+        worker_types = mechanism.worker_types
+        for job in jobs:
+            mechanism.check_job(job, source)
+        # Jobs whose batch size changes (Accordion, GNS); empty for a static trace.
+        self.schedules.update(batch_schedules(jobs, registry, table, worker_types, source))
+        if self.config.rho_alone == "whole_epochs":
+            # Shockwave's T_alone for rho, where the job's epochs are known.
+            self.whole_epochs_alone.update(
+                (job.job_id, whole_epochs_alone_s(job, registry, table, worker_types, source))
+                for job in jobs
+            )
 
     # The loop.
 
@@ -179,7 +194,6 @@ class Engine:
 
     def _loop(self, now: float) -> float:
         executor = self.executor
-        jobs = self.jobs
         hooks = self.hooks
         plan: RoundPlan | None = None
         planned: list[Assignment] = []
@@ -189,7 +203,7 @@ class Engine:
         # A resumed run with jobs admitted plans its next round at once, as the uninterrupted
         # run would have, instead of first idling until the next arrival.
         plan_at_once = self.mechanism is not None and bool(self.mechanism.active)
-        while self.waiting_for:
+        while self.waiting_for or self.open is not None:
             mechanism = self.mechanism
             assert mechanism is not None
             if plan_at_once:
@@ -205,15 +219,18 @@ class Engine:
                         event=RoundEnded(now, self.rounds, len(mechanism.active), len(self.records))
                     )
                 plan = None
-                if not self.waiting_for:
+                if not self.waiting_for and self.open is None:
                     break
-            elif self.next_arrival < len(jobs):
-                executor.idle_until(jobs[self.next_arrival].arrival_time)
+            elif self.next_arrival < len(self.jobs):
+                executor.idle_until(self.jobs[self.next_arrival].arrival_time)
                 now = max(now, executor.clock())
-            elif not self.capabilities.simulates_jobs:
-                # A real cluster can still change (workers join, jobs' runs end): wait a
-                # round for it, re-planning from scratch, however long (a run timeout ends it).
-                if not idle_rounds:
+            elif not self.capabilities.simulates_jobs or (
+                self.open is not None and not mechanism.active
+            ):
+                # A real cluster can still change (workers join, jobs' runs end), an open one
+                # gets jobs submitted: wait a round for it, re-planning from scratch, however
+                # long (a run timeout, or the service stopping, ends it).
+                if not idle_rounds and mechanism.active:
                     _log.warning(
                         "%s schedules none of the %d remaining jobs on this cluster: waiting",
                         self.policy.name, len(mechanism.active),
@@ -232,6 +249,12 @@ class Engine:
                         f"{self.policy.name} schedules none of the remaining jobs ({stuck})"
                     )
 
+            if self.open is not None:
+                intake = self.open.intake()
+                if intake is None:
+                    break  # the service stops
+                if intake.arrived or intake.cancelled:
+                    self._take_intake(mechanism, intake)
             changed = executor.cluster_changed()
             if changed is not None:
                 mechanism = self._resize(changed)
@@ -273,6 +296,34 @@ class Engine:
                     )
                 )
         return now
+
+    def _take_intake(self, mechanism: Mechanism, intake: Intake) -> None:
+        """Submitted jobs join the arrivals (in arrival order, after those admitted);
+        cancelled ones leave the mechanism, or the arrivals, without a record."""
+        cancelled = set(intake.cancelled)
+        known = [
+            job
+            for job in intake.arrived
+            if job.job_id not in self._by_id and job.job_id not in cancelled
+        ]
+        for job in known:
+            self._ensure_rates(mechanism, job.job_type, job.scale_factor)
+        self._prepare_jobs(mechanism, tuple(known))
+        admitted = self.jobs[: self.next_arrival]
+        pending = [j for j in self.jobs[self.next_arrival :] if j.job_id not in cancelled]
+        pending.extend(known)
+        pending.sort(key=lambda j: (j.arrival_time, j.job_id))
+        self.jobs = admitted + tuple(pending)
+        for job in known:
+            self._by_id[job.job_id] = job
+            self.waiting_for.add(job.job_id)
+        for job_id in cancelled:
+            if job_id in mechanism.active:
+                mechanism.withdraw(job_id)
+                self.isolated_runtime.pop(job_id, None)
+            if job_id in self.waiting_for:
+                self.waiting_for.discard(job_id)
+                self.cancelled.add(job_id)
 
     def _admit_arrived(self, mechanism: Mechanism, now: float) -> None:
         jobs = self.jobs
@@ -611,7 +662,7 @@ class Engine:
             metrics=metrics,
             records=tuple(records),
             rhos=rhos,
-            unfinished_jobs=len(self.jobs) - len(records),
+            unfinished_jobs=len(self.jobs) - len(records) - len(self.cancelled),
             placement=self.request.placement.name,
             adaptation_rules=(
                 self.config.adaptation_rules if self.capabilities.simulates_jobs else "harness"

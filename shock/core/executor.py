@@ -104,6 +104,16 @@ class ExecutorCapabilities:
     measures_rates: bool = False
     # The executor keeps the engine's state across a crash (`save_state` / `load_state`).
     durable: bool = False
+    # Jobs may be submitted and cancelled while the run goes on (a service): the engine then
+    # asks `intake()` before every decision and runs until it returns None.
+    accepts_submissions: bool = False
+
+
+class Intake(NamedTuple):
+    """What users asked of an open executor since the engine last asked."""
+
+    arrived: tuple[JobSpec, ...]  # new jobs; `arrival_time` is when each was submitted
+    cancelled: tuple[int, ...]  # job ids to drop (queued or running): they get no more GPUs
 
 
 @runtime_checkable
@@ -144,4 +154,14 @@ class Executor(Protocol):
 
     def load_state(self) -> dict[str, Any] | None:
         """The state saved before a crash, if any; called only when `durable`."""
+        ...
+
+
+@runtime_checkable
+class OpenExecutor(Executor, Protocol):
+    """An executor that `accepts_submissions`: jobs arrive and leave while it runs."""
+
+    def intake(self) -> Intake | None:
+        """Jobs submitted and cancelled since the last call; None once the service stops
+        (the engine then ends the run)."""
         ...

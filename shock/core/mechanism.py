@@ -362,6 +362,12 @@ class Mechanism:
         if self.config.reallocate_on_batch_size_change:
             self.need_allocation = True
 
+    def withdraw(self, job_id: int) -> None:
+        """A job leaves unfinished (cancelled): it gets no more GPUs from the next plan on."""
+        job = self.active.get(job_id)
+        if job is not None:
+            self._remove(job)
+
     def _remove(self, job: JobState) -> None:
         del self.active[job.job_id]
         self._by_id = None

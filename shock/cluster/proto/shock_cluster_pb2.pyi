@@ -113,16 +113,28 @@ class BatchSize(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., batch_size: _Optional[int] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("launch", "lease", "preempt", "batch_size")
+    __slots__ = ("launch", "lease", "preempt", "batch_size", "fetch_log")
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     PREEMPT_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    FETCH_LOG_FIELD_NUMBER: _ClassVar[int]
     launch: Launch
     lease: Lease
     preempt: Preempt
     batch_size: BatchSize
-    def __init__(self, launch: _Optional[_Union[Launch, _Mapping]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., preempt: _Optional[_Union[Preempt, _Mapping]] = ..., batch_size: _Optional[_Union[BatchSize, _Mapping]] = ...) -> None: ...
+    fetch_log: FetchLog
+    def __init__(self, launch: _Optional[_Union[Launch, _Mapping]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., preempt: _Optional[_Union[Preempt, _Mapping]] = ..., batch_size: _Optional[_Union[BatchSize, _Mapping]] = ..., fetch_log: _Optional[_Union[FetchLog, _Mapping]] = ...) -> None: ...
+
+class FetchLog(_message.Message):
+    __slots__ = ("request_id", "run_ids", "max_bytes")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    run_ids: _containers.RepeatedScalarFieldContainer[int]
+    max_bytes: int
+    def __init__(self, request_id: _Optional[int] = ..., run_ids: _Optional[_Iterable[int]] = ..., max_bytes: _Optional[int] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
     __slots__ = ("commands", "reregister", "shutdown")
@@ -255,3 +267,155 @@ class RenewLeaseReply(_message.Message):
     granted: bool
     seconds: float
     def __init__(self, granted: _Optional[bool] = ..., seconds: _Optional[float] = ...) -> None: ...
+
+class RunLog(_message.Message):
+    __slots__ = ("run_id", "worker_id", "text", "truncated", "error")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    worker_id: str
+    text: str
+    truncated: bool
+    error: str
+    def __init__(self, run_id: _Optional[int] = ..., worker_id: _Optional[str] = ..., text: _Optional[str] = ..., truncated: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
+class UploadLogRequest(_message.Message):
+    __slots__ = ("worker_id", "request_id", "logs")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    LOGS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    request_id: int
+    logs: _containers.RepeatedCompositeFieldContainer[RunLog]
+    def __init__(self, worker_id: _Optional[str] = ..., request_id: _Optional[int] = ..., logs: _Optional[_Iterable[_Union[RunLog, _Mapping]]] = ...) -> None: ...
+
+class UploadLogReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SubmitJobRequest(_message.Message):
+    __slots__ = ("job_type", "steps", "scale_factor", "user", "weight", "adaptation")
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    SCALE_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    ADAPTATION_FIELD_NUMBER: _ClassVar[int]
+    job_type: str
+    steps: int
+    scale_factor: int
+    user: str
+    weight: float
+    adaptation: str
+    def __init__(self, job_type: _Optional[str] = ..., steps: _Optional[int] = ..., scale_factor: _Optional[int] = ..., user: _Optional[str] = ..., weight: _Optional[float] = ..., adaptation: _Optional[str] = ...) -> None: ...
+
+class SubmitJobReply(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class JobPlacement(_message.Message):
+    __slots__ = ("worker_id", "hostname", "gpus")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    hostname: str
+    gpus: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, worker_id: _Optional[str] = ..., hostname: _Optional[str] = ..., gpus: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class JobStatus(_message.Message):
+    __slots__ = ("job_id", "user", "state", "job_type", "scale_factor", "step", "target_steps", "checkpoint_step", "placement", "submitted_at_unix", "queued_s", "rho", "ended_at_unix", "message", "weight", "adaptation")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SCALE_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    TARGET_STEPS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_STEP_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_S_FIELD_NUMBER: _ClassVar[int]
+    RHO_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    ADAPTATION_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    user: str
+    state: str
+    job_type: str
+    scale_factor: int
+    step: int
+    target_steps: int
+    checkpoint_step: int
+    placement: _containers.RepeatedCompositeFieldContainer[JobPlacement]
+    submitted_at_unix: float
+    queued_s: float
+    rho: float
+    ended_at_unix: float
+    message: str
+    weight: float
+    adaptation: str
+    def __init__(self, job_id: _Optional[int] = ..., user: _Optional[str] = ..., state: _Optional[str] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., step: _Optional[int] = ..., target_steps: _Optional[int] = ..., checkpoint_step: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[JobPlacement, _Mapping]]] = ..., submitted_at_unix: _Optional[float] = ..., queued_s: _Optional[float] = ..., rho: _Optional[float] = ..., ended_at_unix: _Optional[float] = ..., message: _Optional[str] = ..., weight: _Optional[float] = ..., adaptation: _Optional[str] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("job_ids", "user")
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    user: str
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., user: _Optional[str] = ...) -> None: ...
+
+class ListJobsReply(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ...) -> None: ...
+
+class CancelJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class CancelJobReply(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: JobStatus
+    def __init__(self, job: _Optional[_Union[JobStatus, _Mapping]] = ...) -> None: ...
+
+class WatchJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+
+class JobUpdate(_message.Message):
+    __slots__ = ("job", "event", "time_unix")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    TIME_UNIX_FIELD_NUMBER: _ClassVar[int]
+    job: JobStatus
+    event: str
+    time_unix: float
+    def __init__(self, job: _Optional[_Union[JobStatus, _Mapping]] = ..., event: _Optional[str] = ..., time_unix: _Optional[float] = ...) -> None: ...
+
+class JobLogsRequest(_message.Message):
+    __slots__ = ("job_id", "max_bytes")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    max_bytes: int
+    def __init__(self, job_id: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class JobLogsReply(_message.Message):
+    __slots__ = ("logs",)
+    LOGS_FIELD_NUMBER: _ClassVar[int]
+    logs: _containers.RepeatedCompositeFieldContainer[RunLog]
+    def __init__(self, logs: _Optional[_Iterable[_Union[RunLog, _Mapping]]] = ...) -> None: ...

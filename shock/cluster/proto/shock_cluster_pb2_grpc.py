@@ -54,6 +54,11 @@ class SchedulerStub:
                 request_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.RenewLeaseRequest.SerializeToString,
                 response_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.RenewLeaseReply.FromString,
                 _registered_method=True)
+        self.UploadLog = channel.unary_unary(
+                '/shock.cluster.v1.Scheduler/UploadLog',
+                request_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.UploadLogRequest.SerializeToString,
+                response_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.UploadLogReply.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -88,6 +93,13 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadLog(self, request, context):
+        """The answer to a FetchLog command: the tail of a run's job output.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -110,6 +122,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.RenewLease,
                     request_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.RenewLeaseRequest.FromString,
                     response_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.RenewLeaseReply.SerializeToString,
+            ),
+            'UploadLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.UploadLog,
+                    request_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.UploadLogRequest.FromString,
+                    response_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.UploadLogReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -220,6 +237,283 @@ class Scheduler:
             '/shock.cluster.v1.Scheduler/RenewLease',
             shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.RenewLeaseRequest.SerializeToString,
             shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.RenewLeaseReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shock.cluster.v1.Scheduler/UploadLog',
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.UploadLogRequest.SerializeToString,
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.UploadLogReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class JobsStub:
+    """What people use: submit jobs, list them, cancel them, watch them, read their output.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.SubmitJob = channel.unary_unary(
+                '/shock.cluster.v1.Jobs/SubmitJob',
+                request_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.SubmitJobRequest.SerializeToString,
+                response_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.SubmitJobReply.FromString,
+                _registered_method=True)
+        self.ListJobs = channel.unary_unary(
+                '/shock.cluster.v1.Jobs/ListJobs',
+                request_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.ListJobsReply.FromString,
+                _registered_method=True)
+        self.CancelJob = channel.unary_unary(
+                '/shock.cluster.v1.Jobs/CancelJob',
+                request_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.CancelJobRequest.SerializeToString,
+                response_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.CancelJobReply.FromString,
+                _registered_method=True)
+        self.WatchJob = channel.unary_stream(
+                '/shock.cluster.v1.Jobs/WatchJob',
+                request_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.WatchJobRequest.SerializeToString,
+                response_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobUpdate.FromString,
+                _registered_method=True)
+        self.JobLogs = channel.unary_unary(
+                '/shock.cluster.v1.Jobs/JobLogs',
+                request_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobLogsRequest.SerializeToString,
+                response_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobLogsReply.FromString,
+                _registered_method=True)
+
+
+class JobsServicer:
+    """What people use: submit jobs, list them, cancel them, watch them, read their output.
+    """
+
+    def SubmitJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListJobs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchJob(self, request, context):
+        """The job's events so far, then each new one as it happens, until the job ends.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def JobLogs(self, request, context):
+        """The job's output (its process's stderr and whatever it printed besides its protocol
+        lines), fetched from the workers that ran it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_JobsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'SubmitJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitJob,
+                    request_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.SubmitJobRequest.FromString,
+                    response_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.SubmitJobReply.SerializeToString,
+            ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.ListJobsRequest.FromString,
+                    response_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.ListJobsReply.SerializeToString,
+            ),
+            'CancelJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelJob,
+                    request_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.CancelJobRequest.FromString,
+                    response_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.CancelJobReply.SerializeToString,
+            ),
+            'WatchJob': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchJob,
+                    request_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.WatchJobRequest.FromString,
+                    response_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobUpdate.SerializeToString,
+            ),
+            'JobLogs': grpc.unary_unary_rpc_method_handler(
+                    servicer.JobLogs,
+                    request_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobLogsRequest.FromString,
+                    response_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobLogsReply.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'shock.cluster.v1.Jobs', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('shock.cluster.v1.Jobs', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Jobs:
+    """What people use: submit jobs, list them, cancel them, watch them, read their output.
+    """
+
+    @staticmethod
+    def SubmitJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shock.cluster.v1.Jobs/SubmitJob',
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.SubmitJobRequest.SerializeToString,
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.SubmitJobReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shock.cluster.v1.Jobs/ListJobs',
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.ListJobsRequest.SerializeToString,
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.ListJobsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shock.cluster.v1.Jobs/CancelJob',
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.CancelJobRequest.SerializeToString,
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.CancelJobReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/shock.cluster.v1.Jobs/WatchJob',
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.WatchJobRequest.SerializeToString,
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobUpdate.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JobLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shock.cluster.v1.Jobs/JobLogs',
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobLogsRequest.SerializeToString,
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobLogsReply.FromString,
             options,
             channel_credentials,
             insecure,

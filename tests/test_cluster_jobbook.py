@@ -1,0 +1,124 @@
+"""The scheduler as a service, driven directly (no server, no processes, no engine): what a
+submission, a cancellation and a failing job do to its state, its journal and the engine's
+intake, and what a restarted service keeps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_cluster_state import RESNET_32, DrivenWorker, _plan, _start_round
+
+from shock.cluster.job_service import PermissionError_, PreconditionError, RequestError
+from shock.cluster.proto import shock_cluster_pb2 as pb
+from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
+from shock.core.runner import RunOptions, build_request
+from shock.core.trace import Trace
+
+
+def _service(state_dir: Path) -> ClusterScheduler:
+    request = build_request(
+        RunOptions(policy="fifo", cluster="v100=1", round_length_s=5.0), trace=Trace(())
+    )
+    settings = SchedulerSettings(state_dir=state_dir, accepts_submissions=True)
+    return ClusterScheduler(request, settings)
+
+
+def _submit(scheduler: ClusterScheduler, owner: str, steps: int = 1000) -> int:
+    request = pb.SubmitJobRequest(job_type=RESNET_32, steps=steps)
+    return scheduler.submit(owner, request).job_id
+
+
+def _state(scheduler: ClusterScheduler, job_id: int) -> str:
+    (status,) = scheduler.list_jobs(pb.ListJobsRequest(job_ids=[job_id])).jobs
+    return status.state
+
+
+def test_submitted_jobs_reach_the_engine_once_with_their_user(tmp_path: Path) -> None:
+    scheduler = _service(tmp_path / "state")
+    first, second = _submit(scheduler, "alice"), _submit(scheduler, "bob")
+    assert (first, second) == (0, 1)
+    intake = scheduler.intake()
+    assert intake is not None
+    assert [(job.job_id, job.entity) for job in intake.arrived] == [(0, "alice"), (1, "bob")]
+    again = scheduler.intake()
+    assert again is not None and again.arrived == () and again.cancelled == ()
+    assert _state(scheduler, first) == "queued"
+
+
+def test_a_cancelled_running_job_is_preempted_dropped_and_never_launched_again(
+    tmp_path: Path,
+) -> None:
+    scheduler = _service(tmp_path / "state")
+    worker = DrivenWorker(scheduler)
+    job_id = _submit(scheduler, "alice")
+    scheduler.start(scheduler.request, ())
+    scheduler.intake()
+    _start_round(scheduler, _plan(job_id))
+    (launch,) = worker.launched()
+    worker.report(launch.run_id, job_id, started=pb.Started(step=0))
+    assert _state(scheduler, job_id) == "running"
+
+    with pytest.raises(PermissionError_, match="belongs to alice"):
+        scheduler.cancel("bob", False, job_id)
+    scheduler.cancel("alice", False, job_id)
+    commands = scheduler.workers[worker.worker_id].commands
+    assert [c.preempt.run_id for c in commands if c.HasField("preempt")] == [launch.run_id]
+    intake = scheduler.intake()
+    assert intake is not None and intake.cancelled == (job_id,)
+    assert _state(scheduler, job_id) == "cancelled"
+    with pytest.raises(PreconditionError, match="cancelled already"):
+        scheduler.cancel("root", True, job_id)
+    # Its run ends; a plan that still names it launches nothing.
+    worker.report(launch.run_id, job_id, exit=pb.Exit(reason="preempted", step=40))
+    _start_round(scheduler, _plan(job_id))
+    assert worker.launched() == []
+
+
+def test_a_job_that_keeps_failing_fails_alone_and_the_service_goes_on(tmp_path: Path) -> None:
+    scheduler = _service(tmp_path / "state")
+    worker = DrivenWorker(scheduler)
+    job_id = _submit(scheduler, "alice")
+    scheduler.start(scheduler.request, ())
+    scheduler.intake()
+    for _ in range(scheduler.settings.max_job_failures):
+        _start_round(scheduler, _plan(job_id))
+        (launch,) = worker.launched()
+        worker.report(launch.run_id, job_id, exit=pb.Exit(reason="crashed", message="boom"))
+    assert scheduler._failure is None
+    (status,) = scheduler.list_jobs(pb.ListJobsRequest(job_ids=[job_id])).jobs
+    assert status.state == "failed" and "boom" in status.message
+    intake = scheduler.intake()
+    assert intake is not None and intake.cancelled == (job_id,)
+
+
+def test_a_restarted_service_keeps_its_jobs_but_hands_the_engine_only_live_ones(
+    tmp_path: Path,
+) -> None:
+    state_dir = tmp_path / "state"
+    scheduler = _service(state_dir)
+    kept, cancelled = _submit(scheduler, "alice"), _submit(scheduler, "bob")
+    scheduler.cancel("bob", False, cancelled)
+    scheduler.journal.close()  # as a killed process's lock goes with it
+    restarted = _service(state_dir)
+    assert restarted.accepts_submissions and restarted.capabilities.accepts_submissions
+    assert [job.job_id for job in restarted.request.trace.jobs] == [kept]
+    assert restarted.request.trace.jobs[0].entity == "alice"
+    assert (_state(restarted, kept), _state(restarted, cancelled)) == ("queued", "cancelled")
+    assert _submit(restarted, "carol") == 2  # ids are never reused
+
+
+def test_a_trace_run_refuses_submissions_and_bad_submissions_are_refused(tmp_path: Path) -> None:
+    scheduler = _service(tmp_path / "state")
+    with pytest.raises(RequestError, match="no workload for model family"):
+        scheduler.submit("alice", pb.SubmitJobRequest(job_type="Foo (batch size 2)", steps=5))
+    with pytest.raises(RequestError, match="--steps"):
+        scheduler.submit("alice", pb.SubmitJobRequest(job_type=RESNET_32, steps=0))
+    with pytest.raises(RequestError, match="batch size"):
+        scheduler.submit("alice", pb.SubmitJobRequest(
+            job_type="A3C", steps=5, adaptation="accordion"
+        ))  # fmt: skip
+    request = build_request(RunOptions(policy="fifo", cluster="v100=1"), trace=Trace(()))
+    fixed = ClusterScheduler(request, SchedulerSettings(state_dir=tmp_path / "fixed"))
+    with pytest.raises(PreconditionError, match="fixed trace"):
+        _submit(fixed, "alice")
