@@ -1,7 +1,7 @@
 """The `ray` backend: real jobs (the gRPC cluster's workloads and harness) on a Ray cluster,
 one actor per job lease in a placement group of the gang's GPUs (`shock/cluster/ray_scheduler.py`).
 
-`--ray-address local` (the default) starts a Ray instance in this process on 127.0.0.1 that
+`--ray-address local` (the default) starts a single-node Ray instance on this machine that
 declares `--local-gpus` as custom resources (jobs then run on the CPU); `--ray-address
 HOST:PORT` joins an existing cluster, whose nodes declare their GPUs as resources named by
 worker type (`ray start --resources '{"v100": 4}'`).
@@ -37,7 +37,7 @@ class RayOptions:
 
     ray_address: str = field(
         default=LOCAL_ADDRESS,
-        metadata={"help": "'local': start a Ray instance on 127.0.0.1 with --local-gpus; "
+        metadata={"help": "'local': start a Ray instance on this machine with --local-gpus; "
                           "HOST:PORT (or 'auto'): join that Ray cluster."},
     )  # fmt: skip
     local_gpus: str | None = field(
@@ -154,7 +154,6 @@ def connect(options: RayOptions) -> bool:
                 resources={name: float(n) for name, n in options.local_gpu_counts().items()},
                 num_cpus=options.local_cpus,
                 include_dashboard=False,
-                _node_ip_address="127.0.0.1",
                 logging_level=logging.WARNING,
                 log_to_driver=False,
             )
