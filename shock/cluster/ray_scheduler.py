@@ -145,7 +145,9 @@ class RayScheduler(ClusterScheduler):
                 lease.poll = lease.actor.events.remote(_POLL_WAIT_S)
 
     def _take_events(self, run_id: int, ref: Any) -> None:
-        lease = self._leases[run_id]
+        lease = self._leases.get(run_id)
+        if lease is None:
+            return  # released while this batch was read (its node died meanwhile)
         lease.poll = None
         try:
             raw_events, finished = ray.get(ref)
