@@ -43,7 +43,9 @@ _log = logging.getLogger(__name__)
 _POLL_WAIT_S = 1.0
 # Seconds between reads of Ray's node table (new and dead nodes).
 _NODE_CHECK_S = 0.5
-# A run still alive this long after being told to stop is killed with its actor.
+# A run still alive this long after being told to preempt (at least; a round if longer)
+# is stopped, then killed with its actor.
+_PREEMPT_PATIENCE_S = 30.0
 _STOP_GRACE_S = 10.0
 _NODE_LABEL = "ray.io/node-id"
 
@@ -65,6 +67,7 @@ class ActorLease:
     poll: Any = None  # the outstanding `events` call
     stop_at: float | None = None  # monotonic: ask it to stop (then kill) from then on
     kill_at: float | None = None
+    forced: bool = False  # stopped by the scheduler, not by itself: no crash if it dies
     finished: bool = False
 
 
@@ -156,16 +159,29 @@ class RayScheduler(ClusterScheduler):
             return
         with self.journal.transaction():
             for raw in raw_events:
-                self._apply_event(pb.JobEvent.FromString(raw))
+                event = pb.JobEvent.FromString(raw)
+                if lease.forced and event.WhichOneof("event") == "exit":
+                    self._as_stopped(event)
+                self._apply_event(event)
         lease.finished = finished
         run = self.runs.get(run_id)
         if finished and run is not None and run.ended_at is None:
             # Gone without an exit line the scheduler could apply: as the worker agent's
             # reader does, a crash.
             job = self.jobs[run.job_id]
-            self._apply_exit(job, run, pb.Exit(reason="crashed", step=job.step), time.time())
+            reason = "killed" if lease.forced else "crashed"
+            step = job.checkpoint_step if lease.forced else job.step
+            self._apply_exit(job, run, pb.Exit(reason=reason, step=step), time.time())
         elif finished and run_id in self._leases:
             self._release(run_id)
+
+    def _as_stopped(self, event: pb.JobEvent) -> None:
+        """A run the scheduler stopped ends as killed, not crashed (not the job's failure),
+        with its progress back at its last checkpoint."""
+        job = self.jobs.get(event.job_id)
+        if job is not None and event.exit.reason in ("crashed", ""):
+            event.exit.reason = "killed"
+            event.exit.step = job.checkpoint_step
 
     def _actor_lost(self, run_id: int, error: RayError) -> None:
         """Its actor died (with its node, or killed): the run ends as lost and the job
@@ -191,9 +207,18 @@ class RayScheduler(ClusterScheduler):
         if kind == "lease":
             lease.actor.lease.remote(command.lease.seconds)
         elif kind == "preempt":
-            lease.actor.preempt.remote()
-            if lease.stop_at is None:
-                lease.stop_at = time.monotonic() + max(self.grace_s, _STOP_GRACE_S)
+            run = self.runs.get(run_id)
+            if run is not None and run.started_at is None:
+                # Not training yet (still starting, or waiting for its GPUs): nothing to
+                # checkpoint, so it is cancelled at once and its GPUs freed.
+                lease.forced = True
+                lease.actor.stop.remote(0.0)
+                lease.kill_at = time.monotonic() + _STOP_GRACE_S
+            else:
+                lease.actor.preempt.remote()
+                if lease.stop_at is None:
+                    patience = max(self.round_length, _PREEMPT_PATIENCE_S)
+                    lease.stop_at = time.monotonic() + patience
         elif kind == "batch_size":
             lease.actor.batch_size.remote(command.batch_size.batch_size)
 
@@ -273,8 +298,9 @@ class RayScheduler(ClusterScheduler):
         clock = time.monotonic()
         for run_id, lease in list(self._leases.items()):
             if lease.stop_at is not None and clock >= lease.stop_at and lease.kill_at is None:
+                lease.forced = True
                 lease.actor.stop.remote(2.0)
-                lease.kill_at = clock + 10.0
+                lease.kill_at = clock + _STOP_GRACE_S
             elif lease.kill_at is not None and clock >= lease.kill_at:
                 run = self.runs.get(run_id)
                 if run is not None and run.ended_at is None:
