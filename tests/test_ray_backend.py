@@ -68,6 +68,7 @@ def shock_run(args: list[str], timeout_s: float = 240) -> subprocess.CompletedPr
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @needs_ray
 def test_three_job_families_complete_on_a_local_ray_instance(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "three.trace", THREE_FAMILIES)
@@ -122,6 +123,7 @@ NODE_LOSS_JOBS = [
 ]
 
 
+@pytest.mark.slow
 @needs_ray
 def test_a_dead_node_s_jobs_resume_from_their_checkpoints_elsewhere(tmp_path: Path) -> None:
     from ray.cluster_utils import Cluster
