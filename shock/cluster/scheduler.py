@@ -146,6 +146,7 @@ class TrackedJob:
 class ClusterScheduler(JobBook):
     """The gRPC executor; also what the gRPC service's handlers call."""
 
+    backend_name = "grpc"  # the results' backend
     capabilities = ExecutorCapabilities(
         simulates_jobs=False,
         native_adaptations=HARNESS_ADAPTATIONS,
@@ -354,7 +355,7 @@ class ClusterScheduler(JobBook):
         self._stop = stop or threading.Event()
         limit = self.settings.run_timeout_s
         self._run_deadline = None if limit is None else time.monotonic() + limit
-        result = run_engine(self.request, self, "grpc")
+        result = run_engine(self.request, self, self.backend_name)
         table = throughputs_to_dict(self.estimates.measured_table())
         self.measured_table_path().write_text(json.dumps(table, indent=2) + "\n")
         return result
