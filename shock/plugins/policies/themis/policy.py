@@ -122,7 +122,7 @@ class Themis(Policy):
         job_ids = tuple(j.job_id for j in problem.jobs)
         self.leases.release(problem.now, job_ids)
         views = self._observe(problem)
-        total_gpus = int(round(float(problem.capacity.sum())))
+        total_gpus = round(float(problem.capacity.sum()))
         now_rho = self._current_rhos(problem, views, total_gpus)
         free = problem.capacity - self.leases.held_gpus(problem.worker_types)
         offered = np.floor(free + 1e-9).clip(min=0)
