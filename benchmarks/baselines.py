@@ -18,7 +18,8 @@ proportional-fair solves together, mean and largest).
 Tiresias' table (benchmarks/baselines_tiresias.py, `main(argv)`) follows as a second table
 when that module is present.
 
-    python benchmarks/baselines.py [--quick] [--json results.json]
+    python benchmarks/baselines.py [--quick | --gavel-jobs N] [--only shockwave|gavel]
+                                   [--json results.json]
 """
 
 from __future__ import annotations
@@ -115,12 +116,23 @@ def run(scenario: Scenario, policy: str, options: tuple[str, ...]) -> tuple[RunR
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a 120-job Gavel trace")
+    parser.add_argument(
+        "--gavel-jobs", type=int, default=GAVEL_JOBS, help="jobs in the Gavel continuous trace"
+    )
+    parser.add_argument(
+        "--only", choices=("shockwave", "gavel"), help="run one of the two scenarios"
+    )
     parser.add_argument("--json", type=Path, help="write the numbers here")
     parser.add_argument("--no-tiresias", action="store_true", help="skip Tiresias' table")
     args = parser.parse_args()
     console = Console(width=150)
     rows: list[dict[str, object]] = []
-    for scenario in (_shockwave_canonical(), _gavel_continuous(120 if args.quick else GAVEL_JOBS)):
+    chosen = []
+    if args.only in (None, "shockwave"):
+        chosen.append(_shockwave_canonical())
+    if args.only in (None, "gavel"):
+        chosen.append(_gavel_continuous(120 if args.quick else args.gavel_jobs))
+    for scenario in chosen:
         table = Table(title=scenario.name)
         columns = ("policy", "worst ρ", "unfair", "avg JCT", "makespan", "util.", "auctions",
                    "s / auction (mean, max)", "solves / auction", "wall")  # fmt: skip
