@@ -25,6 +25,10 @@ from tests.instances import generated_input
 
 EXACT = SolverSpec("highs", mip_gap=1e-9)
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Whole arbiters on generated clusters: fewer, larger examples.
+ARBITER_SETTINGS = settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 # The auction on its own.
@@ -201,7 +205,7 @@ def _waiting_but_idle(problem: PolicyInput, x: np.ndarray) -> list[str]:
     return idle
 
 
-@SETTINGS
+@ARBITER_SETTINGS
 @given(
     st.integers(2, 30),
     st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(1, 5)),
@@ -285,7 +289,7 @@ def test_bad_options_are_refused_by_name(option: str, message: str) -> None:
 
 def test_a_whole_run_on_the_bundled_trace_completes() -> None:
     registry = default_registry()
-    options = RunOptions(policy="themis", policy_options=("fairness_knob=0.5",))
+    options = RunOptions(policy="themis")
     request = build_request(options, registry)
     log = AuctionLog()
     request = dataclasses.replace(request, policy=Themis(request.policy.options, log))  # type: ignore[attr-defined]
