@@ -102,6 +102,7 @@ STATEFUL = [
     ("finish_time_fairness_perf", 1),
     ("finish_time_fairness_packed", 1),
     ("shockwave", 1),
+    ("themis", 1),
     ("max_min_fairness_perf", 2),
     ("finish_time_fairness_perf", 2),
 ]
@@ -161,6 +162,7 @@ def test_policies_that_keep_nothing_have_no_snapshot(name: str) -> None:
     [
         ("fifo", {"placed": {"0": 1}}),  # no random state
         ("shockwave", {"jobs": {"0": {"batch_sizes": [32]}}}),
+        ("themis", {"leases": [{"job_id": 1}], "contention": {}}),
         ("finish_time_fairness_perf", {"attained": {"x": 1.0}, "previous": {}}),
     ],
 )

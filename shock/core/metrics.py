@@ -104,11 +104,31 @@ def ftf_rhos(
         contention = np.full(len(records), float(trace_jobs))
     else:
         contention = average_contention(records, unfinished)
-    fair_slowdown = np.maximum(1.0, contention / max(total_gpus, 1))
     jct = np.array([r.jct_s for r in records])
     alone = np.array([r.isolated_runtime_s for r in records])
+    return finish_time_ratio(jct, alone, contention, total_gpus)
+
+
+def fair_share_runtime(
+    isolated_runtime_s: np.ndarray | float, contention: np.ndarray | float, total_gpus: int
+) -> np.ndarray:
+    """T_ideal: the run time alone on a 1/N share of a G-GPU cluster, T_alone * max(1, N / G)
+    (the denominator of rho). Policies that estimate rho before a job ends use it too."""
+    slowdown = np.maximum(1.0, np.asarray(contention, dtype=float) / max(total_gpus, 1))
+    return np.asarray(isolated_runtime_s, dtype=float) * slowdown
+
+
+def finish_time_ratio(
+    duration_s: np.ndarray | float,
+    isolated_runtime_s: np.ndarray | float,
+    contention: np.ndarray | float,
+    total_gpus: int,
+) -> np.ndarray:
+    """rho = duration / T_ideal (a JCT, or a projected one); infinite where T_alone is 0."""
+    ideal = fair_share_runtime(isolated_runtime_s, contention, total_gpus)
+    duration = np.asarray(duration_s, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rho = np.where(alone > 0, jct / (alone * fair_slowdown), np.inf)
+        rho = np.where(ideal > 0, duration / np.where(ideal > 0, ideal, 1.0), np.inf)
     return np.asarray(rho, dtype=float)
 
 
