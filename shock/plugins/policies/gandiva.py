@@ -12,7 +12,8 @@ draws pairs with `sample(unpaired jobs in id order, 2)`, as many draws as there 
 jobs, a draw of two gang sizes wasted; a pair is kept until a member leaves or its normalised
 throughput summed over all worker types falls below 1 (0 if it cannot run on some type), and
 its members may be paired again afterwards; each unit gets an equal share of every type's
-GPUs (its time fraction is that share over its gang size, capped at 1).
+GPUs (its time fraction is that share over its gang size, capped at 1); and the worker types are
+taken in Gavel's fixed order each round (V100, P100, K80), not shuffled.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class Gandiva(Policy):
 
     def __init__(self, seed: int = 0, options: GandivaOptions | None = None) -> None:
         self.options = options if options is not None else GandivaOptions()
+        # The flag only decides whether the mechanism shuffles the worker types each round;
+        # Gavel's simulator does not for a policy named "...Packing" (Gandiva_Packing).
+        self.heterogeneity_aware = self.options.gavel_packing
         self._seed = seed
         self._rng = random.Random(seed)
         self._kept: set[tuple[int, int]] = set()
