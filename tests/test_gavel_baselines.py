@@ -6,7 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shock.core.policy import Allocation, PolicyInput, PolicyJob
+from shock.core.cluster_spec import parse_cluster
+from shock.core.mechanism import Mechanism, MechanismConfig
+from shock.core.model import JobSpec
+from shock.core.plugins import default_registry
+from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, UnitKey
 from shock.core.presets import get_preset
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
@@ -204,3 +208,51 @@ def test_the_gavel_preset_sets_both_options() -> None:
     assert preset.options_for("fifo_perf") == ("gavel_queue=true",)
     assert preset.options_for("gandiva") == ("gavel_packing=true",)
     assert get_preset("default").options_for("gandiva") == ()
+
+
+# ------------------------------------------------------- the mechanism under Gavel's rule
+
+
+class FixedShares(Policy):
+    """Gives the units it was built with these shares of the K80s, whatever the jobs."""
+
+    name = "fixed_shares"
+    description = "a fixed allocation, for mechanism tests"
+    backfill = False
+
+    def __init__(self, shares: dict[UnitKey, float]) -> None:
+        self.shares = shares
+
+    def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
+        keys = tuple(self.shares)
+        rows = np.zeros((len(keys), len(problem.worker_types)))
+        rows[:, problem.worker_types.index("k80")] = [self.shares[k] for k in keys]
+        return Allocation(keys, problem.worker_types, rows)
+
+
+def first_round(shares: dict[UnitKey, float], jobs: int, selection: str) -> set[UnitKey]:
+    """What runs on the one K80 in the first round, jobs all ResNet-18 (batch size 32)."""
+    config = MechanismConfig(round_length_s=360.0, selection=selection)
+    mechanism = Mechanism(
+        parse_cluster("k80=1", 1), FixedShares(shares), SOLVER,
+        default_registry().get("placement", "first_fit"), TABLE, config,
+    )  # fmt: skip
+    for job_id in range(jobs):
+        mechanism.admit(JobSpec(job_id, "ResNet-18 (batch size 32)", 10**9))
+    return {assignment.unit.key for assignment in mechanism.plan_round(0.0)}
+
+
+def test_gavel_rule_breaks_ties_in_the_order_of_gavels_priority_table() -> None:
+    # Two new pairs with equal shares tie on every key. Gavel's table lists job 2's pairs
+    # (1, 2) before job 3's (0, 3); the time-owed rule takes pairs in key order.
+    shares: dict[UnitKey, float] = {(0, 3): 0.5, (1, 2): 0.5, 0: 0, 1: 0, 2: 0, 3: 0}
+    assert first_round(shares, 4, "gavel") == {(1, 2)}
+    assert first_round(shares, 4, "deficit") == {(0, 3)}
+
+
+def test_gavel_rule_gives_a_new_pair_a_half_round_of_credit() -> None:
+    # Job 0 alone with share 0.6, pair (1, 2) with 0.4. Both start with half a round of
+    # credit in Gavel, so job 0, owed more, runs first. Without the credit the pair would
+    # have received nothing yet, its priority 0.4 x 1e9, and it would run first.
+    shares: dict[UnitKey, float] = {0: 0.6, (1, 2): 0.4, 1: 0, 2: 0}
+    assert first_round(shares, 3, "gavel") == {0}
