@@ -75,6 +75,8 @@ GAVEL = (
     Measured("gandiva", 50, True, 0, 1, 626666.437, 83382.708),
     Measured("gandiva", 50, True, 1, 0, 494999.519, 69285.766),
     Measured("gandiva", 50, True, 1, 1, 492833.393, 68624.672),
+    Measured("gandiva", 60, False, 0, 0, 566554.681, 102957.264),
+    Measured("gandiva", 100, True, 0, 0, 724227.068, 108850.500),
 )
 
 
