@@ -77,6 +77,23 @@ def test_gavel_queue_passes_over_a_gang_that_has_room_only_where_it_cannot_run()
     assert placed(gavel_fifo_perf().allocate(p, SOLVER)) == {0: "p100", 2: "k80"}
 
 
+def test_gavel_queue_on_agnostic_fifo_passes_over_the_same_gang() -> None:
+    # fifo draws job 0's type. On the P100, job 1 has room only on the K80s, where it cannot
+    # run: passed over, and job 2 takes a K80. On a K80, job 1 has room nowhere: the queue
+    # stops.
+    p = problem(
+        (4, 1, 0),
+        [("A3C", 1), ("ResNet-50 (batch size 128)", 4), ("A3C", 1)],
+        throughputs=[[1.0, 2.0, 0.0], [0.0, 5.0, 0.0], [1.0, 2.0, 0.0]],
+    )
+    outcomes = []
+    for seed in range(10):
+        fifo = Fifo(heterogeneity_aware=False).with_options({"gavel_queue": "true"})
+        outcomes.append(placed(fifo.for_run(seed).allocate(p, SOLVER)))
+    assert all(o in ({0: "p100", 2: "k80"}, {0: "k80"}) for o in outcomes)
+    assert {0: "p100", 2: "k80"} in outcomes and {0: "k80"} in outcomes
+
+
 def test_gavel_queue_still_stops_at_a_job_with_room_nowhere() -> None:
     # Job 1 (8 GPUs) fits no type: the queue stops there and job 2 waits, in both variants.
     p = problem(
