@@ -40,6 +40,14 @@ from shock.core.throughputs import ThroughputTable
 
 _NO_FRACTION_PRIORITY = 1e9
 _PRIORITY_KEY = itemgetter(0, 1, 2)
+
+
+def _gavel_entry_order(unit: Unit) -> tuple[int, int, int]:
+    """Where Gavel's priority table has a unit: job j, then pairs (i, j) for i < j by i."""
+    ids = unit.member_ids
+    return (ids[-1], len(ids), ids[0])
+
+
 SELECTION_RULES = ("deficit", "gavel")
 
 
@@ -463,17 +471,24 @@ class Mechanism:
             # Identical jobs are interchangeable: each gets the mean of the two measurements.
             pair_rates = [((a + b) / 2, (a + b) / 2) for a, b in pair_rates]
         n = len(self.worker_types)
+        # Time owed: a new pair has no credit, so it is urgent until it has run. Gavel's rule:
+        # Gavel tracks every possible pair from its later member's arrival, with no time; the
+        # first reset after that owes it half a round and credits it half a round, and a pair
+        # is only ever allocated after a reset, so it starts as if it had been through one.
+        credit = self.config.round_length_s / 2 if self.config.selection == "gavel" else 0.0
         pair = PairState(
             key=key,
             members=(first, second),
             scale_factor=size,
             pair_rates=pair_rates,
             rates=[min(a, b) for a, b in pair_rates],
-            # Gavel gives a new pair no half-round credit: it is urgent until it has run.
-            time_so_far=[0.0] * n,
-            deficit=[0.0] * n,
+            time_so_far=[credit] * n,
+            deficit=[credit] * n,
             member_ids=key,
         )
+        if credit:
+            for column in range(n):
+                self.worker_time[column] += credit
         self.pairs[key] = pair
         return pair
 
@@ -634,9 +649,12 @@ class Mechanism:
 
     def _select_by_priority(self, order: list[int]) -> dict[int, list[Unit]]:
         """Gavel's greedy walk over each worker type's units by (priority, deficit,
-        allocation), ties in arrival order (singles, then pairs)."""
+        allocation), ties in the order Gavel's priority table has them: each job on arrival,
+        followed by its pairs with the jobs that arrived before it."""
         backfill = self.policy.backfill
         units = self._units()
+        if self.pairs:
+            units.sort(key=_gavel_entry_order)
         chosen: dict[int, list[Unit]] = {}
         selected: set[int] = set()
         for column in order:

@@ -76,6 +76,8 @@ PRESETS = {
         placement_sensitive=False,
         gpus_per_server=1,
         selection="gavel",
+        # Gavel's own FIFO queue and Gandiva packing (docs/semantics.md).
+        policy_options=(("fifo_perf", "gavel_queue=true"), ("gandiva", "gavel_packing=true")),
     ),
     "shockwave": Preset(
         name="shockwave",

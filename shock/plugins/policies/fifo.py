@@ -7,26 +7,42 @@ that still fits. Either way the queue stops at the first job that fits nowhere.
 gang size when the pair's normalised throughput (each member's co-located over isolated
 throughput, summed) exceeds 1.5, as Gavel does; the queue stops at the first job with no
 partner.
+
+Option `gavel_queue=true` (set for `fifo_perf` by `--preset gavel`) follows Gavel's queue: a
+job is offered the worker types with room for its gang whatever its throughput there, takes
+the fastest (ties to the first type in name order), and when that one runs it at 0 steps/s it
+is passed over until the next allocation instead of stopping the queue.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
+from shock.core.policy_options import typed_options
 from shock.core.policy_state import by_job, job_keyed, random_state, set_random_state
 from shock.core.solver import SolverSpec
+
+
+@dataclass(frozen=True, slots=True)
+class FifoOptions:
+    # Gavel's queue (module docstring): a job that can run nowhere with room is passed over.
+    gavel_queue: bool = False
 
 
 class Fifo(Policy):
     backfill = False
 
-    def __init__(self, heterogeneity_aware: bool, seed: int = 0) -> None:
+    def __init__(
+        self, heterogeneity_aware: bool, seed: int = 0, options: FifoOptions | None = None
+    ) -> None:
+        self.options = options if options is not None else FifoOptions()
         self.heterogeneity_aware = heterogeneity_aware
         self.name = "fifo_perf" if heterogeneity_aware else "fifo"
         self.description = (
@@ -38,7 +54,11 @@ class Fifo(Policy):
         self._placed: dict[int, int] = {}  # job id -> worker type column (agnostic variant)
 
     def for_run(self, seed: int) -> Fifo:
-        return Fifo(self.heterogeneity_aware, seed)
+        return Fifo(self.heterogeneity_aware, seed, self.options)
+
+    def with_options(self, values: Mapping[str, str]) -> Fifo:
+        options = typed_options(self.options, values, self.name)
+        return Fifo(self.heterogeneity_aware, options=options)
 
     def snapshot(self) -> dict[str, Any]:
         return {"placed": by_job(self._placed), "rng": random_state(self._rng)}
@@ -60,6 +80,15 @@ class Fifo(Policy):
             if job.job_id in placed:
                 continue
             rates = problem.throughputs[row]
+            if self.options.gavel_queue:
+                offered = self._gavel_column(problem, rates, free, job.scale_factor)
+                if offered is None:
+                    break
+                if rates[offered] <= 0:
+                    continue  # Gavel drops it from this allocation's queue
+                placed[job.job_id] = offered
+                free[offered] -= job.scale_factor
+                continue
             fits = [w for w in range(len(free)) if free[w] >= job.scale_factor and rates[w] > 0]
             if not fits:
                 break  # strict FIFO: nobody overtakes the head of the queue
@@ -74,6 +103,19 @@ class Fifo(Policy):
             fractions[row_of[job_id], column] = 1.0
         keys = tuple(job.job_id for job in problem.jobs)
         return Allocation(keys, problem.worker_types, fractions)
+
+    def _gavel_column(
+        self, problem: PolicyInput, rates: np.ndarray, free: np.ndarray, gang: int
+    ) -> int | None:
+        """The type Gavel's FIFO gives a job: among the types with room for the gang, in
+        name order, the first fastest (perf) or a random one; None when none has room."""
+        in_name_order = sorted(range(len(free)), key=lambda w: problem.worker_types[w])
+        fits = [w for w in in_name_order if free[w] >= gang]
+        if not fits:
+            return None
+        if not self.heterogeneity_aware:
+            return fits[self._rng.randrange(len(fits))]
+        return max(fits, key=lambda w: rates[w])  # max keeps the first of equals
 
 
 PACKING_THRESHOLD = 1.5  # Gavel's: a pair must do 1.5x the work of one job alone
