@@ -9,6 +9,7 @@ import functools
 import importlib.util
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -28,11 +29,9 @@ from shock.core.runner import RunOptions, bundled_trace_path, run
 from shock.sweep.cells import Cell, make_cell
 from shock.sweep.ray_cells import CellJob, ShippedFile, file_digest, run_cell_job
 from shock.sweep.ray_pool import RayTarget, run_on_ray
-from shock.sweep.runner import DONE, FAILED, plan_cells, run_sweep
+from shock.sweep.runner import DONE, FAILED, CellOutcome, plan_cells, run_cell, run_sweep
 from shock.sweep.spec import CellSpec, load_spec
 
-# One Ray head serves the module: keep its tests on one xdist worker (`--dist loadgroup`).
-pytestmark = pytest.mark.xdist_group("ray")
 needs_ray = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
     reason="Ray is not installed (an optional extra: pip install 'shock[ray]')",
@@ -80,11 +79,12 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[str]:
-    """One Ray head for the module (`ray start --head --block`, loopback, 2 CPUs); stopping
+    """One Ray head per module and test process (`ray start --head --block`, 2 CPUs); stopping
     that process stops the processes it started, and no one else's Ray."""
-    # Without tokens: the test is hermetic whatever token a home directory holds.
-    previous_mode = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
+    # Ray's ports listen on every interface: a token of the module's own keeps others out,
+    # and keeps the tests independent of any token a home directory holds.
+    previous = {name: os.environ.get(name) for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     port = _free_port()
     temp_dir = tempfile.mkdtemp(prefix="shock-ray-", dir="/tmp")  # short: Ray's socket paths
     command = [
@@ -114,23 +114,31 @@ def ray_head() -> Iterator[str]:
             head.kill()
             head.wait()
         shutil.rmtree(temp_dir, ignore_errors=True)
-        if previous_mode is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = previous_mode
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @pytest.fixture(scope="module")
 def swept(ray_head: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """The 8-cell grid run on Ray and, beside it, in the local process pool."""
+    """The 8-cell grid run on Ray and, beside it, locally: the local pool's cell function in
+    this process (test_sweep.py shows the pool's table equals it)."""
     root = tmp_path_factory.mktemp("swept")
     spec = _write(root / "spec.toml", GRID_SPEC)
     code, output = _sweep(spec, root / "ray", "--ray", ray_head)
     assert code == 0, output
     assert "8 cells: 8 run, 0 done before, 0 failed" in output
-    code, output = _sweep(spec, root / "local", "--parallel", "2")
-    assert code == 0, output
-    return spec, root / "ray", root / "local"
+    local = root / "local"
+    sweep = load_spec(spec)
+    summary = run_sweep(sweep, plan_cells(sweep, local), local, 1, dispatch=_one_by_one)
+    assert summary.failed == 0
+    return spec, root / "ray", local
+
+
+def _one_by_one(cells: list[Cell], out_dir: Path) -> Iterator[CellOutcome]:
+    return (run_cell(cell, out_dir) for cell in cells)
 
 
 @needs_ray
@@ -329,7 +337,8 @@ def test_a_worker_on_another_machine_runs_on_shipped_copies(tmp_path: Path) -> N
     document and errors still name the driver's path."""
     elsewhere = tmp_path / "driver-only" / "jobs.trace"  # a path this "worker" lacks
     content = SMALL_TRACE.read_bytes()
-    options = {"cluster": "2:2:2", "trace": str(elsewhere), "policy": "fifo_perf"}
+    options: dict[str, object] = {"cluster": "2:2:2", "trace": str(elsewhere)}
+    options["policy"] = "fifo_perf"
     cell = Cell(key="k", spec=CellSpec(run=options, generate=None), generated_trace=None)
     shipped = ShippedFile("trace", str(elsewhere), file_digest(content))
     report = run_cell_job(CellJob(cell, (shipped,), __version__, False), content)

@@ -69,6 +69,7 @@ def run_cell_job(job: CellJob, *contents: bytes) -> CellReport:
     started = time.perf_counter()
     key = job.cell.key
     renamed: dict[str, str] = {}  # local copy -> the driver's name, for documents and errors
+    trace_text = None  # sent back even when the run fails: the local pool keeps it too
     try:
         if job.version != __version__:
             raise ShockError(
@@ -81,7 +82,6 @@ def run_cell_job(job: CellJob, *contents: bytes) -> CellReport:
             for shipped, content in zip(job.files, contents, strict=True):
                 paths[shipped.option] = _usable_path(shipped, content, scratch)
                 renamed[paths[shipped.option]] = shipped.path
-            trace_text = None
             cell = job.cell
             if cell.generated_trace is not None and "trace" not in paths:
                 assert cell.spec.generate is not None
@@ -105,7 +105,9 @@ def run_cell_job(job: CellJob, *contents: bytes) -> CellReport:
         message = failure_message(exc)
         for local, original in renamed.items():
             message = message.replace(local, original)
-        return CellReport(CellOutcome(key, FAILED, message, time.perf_counter() - started))
+        return CellReport(
+            CellOutcome(key, FAILED, message, time.perf_counter() - started), trace_text
+        )
     return CellReport(
         CellOutcome(key, DONE, "", time.perf_counter() - started, document), trace_text
     )

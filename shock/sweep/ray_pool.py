@@ -23,7 +23,13 @@ from shock.core.cluster_file import bundled_cluster_paths
 from shock.core.errors import ShockError
 from shock.sweep.cells import Cell
 from shock.sweep.ray_cells import CellJob, CellReport, ShippedFile, file_digest, run_cell_job
-from shock.sweep.runner import FAILED, CellOutcome, write_atomically, write_cell_document
+from shock.sweep.runner import (
+    FAILED,
+    CellOutcome,
+    failure_message,
+    write_atomically,
+    write_cell_document,
+)
 
 INSTALL_HINT = "pip install 'shock[ray]'"
 # A worker lost mid-cell (killed, out of memory, its node gone): run the cell this many times
@@ -94,7 +100,9 @@ def connected(target: RayTarget, num_cpus: int | None) -> Iterator[ModuleType]:
                 address="local",
                 num_cpus=num_cpus or os.cpu_count() or 1,
                 include_dashboard=False,
-                _node_ip_address="127.0.0.1",  # loopback only: nothing outside can join
+                # The node talks over loopback; Ray's ports still listen on every interface,
+                # guarded by the token Ray requires of a new instance unless told otherwise.
+                _node_ip_address="127.0.0.1",
                 **quiet,
             )
         else:
@@ -147,7 +155,7 @@ class _Shipments:
                 shipped = ShippedFile(option, str(path), file_digest(content))
                 self._by_path[path] = (shipped, self._ray.put(content))
             shipped, ref = self._by_path[path]
-            files.append(ShippedFile(option, shipped.path, shipped.digest))
+            files.append(shipped)
             refs.append(ref)
         return tuple(files), refs
 
@@ -176,7 +184,6 @@ def run_on_ray(
     with connected(target, parallel) as ray:
         remote = ray.remote(num_cpus=1, max_retries=max_retries)(task)
         shipments = _Shipments(ray)
-        trace_asked: set[Path] = set()
         waiting = list(reversed(cells))
         limit = len(cells) if parallel is None or target.starts_instance else parallel
         in_flight: dict[Any, Cell] = {}
@@ -184,16 +191,14 @@ def run_on_ray(
             while waiting or in_flight:
                 while waiting and len(in_flight) < limit:
                     cell = waiting.pop()
-                    files, refs = shipments.of(cell)
+                    try:
+                        files, refs = shipments.of(cell)
+                    except (ShockError, OSError) as exc:  # as a failure inside the cell would
+                        yield CellOutcome(cell.key, FAILED, failure_message(exc))
+                        continue
+                    # Until the driver holds the cell's generated trace, the cell sends it.
                     generated = cell.generated_trace
-                    return_trace = (
-                        generated is not None
-                        and generated not in trace_asked
-                        and not generated.exists()
-                    )
-                    if return_trace:
-                        assert generated is not None
-                        trace_asked.add(generated)
+                    return_trace = generated is not None and not generated.exists()
                     job = CellJob(cell, files, __version__, return_trace)
                     in_flight[remote.remote(job, *refs)] = cell
                 ready, _ = ray.wait(list(in_flight), num_returns=1)
@@ -213,7 +218,11 @@ def _collect(
     except ray.exceptions.RayError as exc:
         return CellOutcome(cell.key, FAILED, _lost_cell(ray, exc, attempts))
     outcome = report.outcome
-    if report.generated_trace is not None and cell.generated_trace is not None:
+    if (
+        report.generated_trace is not None
+        and cell.generated_trace is not None
+        and not cell.generated_trace.exists()
+    ):
         write_atomically(cell.generated_trace, report.generated_trace)
     if outcome.document is not None:
         write_cell_document(out_dir, cell.key, outcome.document)
