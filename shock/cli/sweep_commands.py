@@ -23,7 +23,11 @@ def sweep_command(
         Path, typer.Option(help="Directory for cells/<key>.json and runs.csv.")
     ],
     parallel: Annotated[
-        int | None, typer.Option(help="Worker processes (default: the machine's cores).")
+        int | None,
+        typer.Option(
+            help="Worker processes (default: the machine's cores); with --ray local the Ray "
+            "instance's CPUs, on a Ray cluster the most cells in flight (default: all)."
+        ),
     ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     ray: Annotated[
@@ -33,11 +37,11 @@ def sweep_command(
             metavar="local|auto|HOST:PORT",
             help="Run the cells as Ray tasks: on a Ray instance started here (local), on the "
             "cluster RAY_ADDRESS names or one running here (auto), or on the Ray head at "
-            "HOST:PORT. Needs `pip install 'shock[ray]'`.",
+            "HOST:PORT. Needs `pip install 'shock\\[ray]'`.",
         ),
     ] = None,
 ) -> None:
-    """Run every combination of a spec's [grid] lists; cells done before are skipped."""
+    """Run every combination of a spec's \\[grid] lists; cells done before are skipped."""
     if parallel is not None and parallel < 1:
         raise typer.BadParameter("must be >= 1", param_hint="--parallel")
     dispatch = None
