@@ -85,6 +85,18 @@ def test_every_cell_runs_once_into_a_row_and_a_document(grid: tuple[Path, Path, 
         assert document["policy"] == row["policy"]
 
 
+def test_runs_parquet_holds_the_rows_of_runs_csv(grid: tuple[Path, Path, str]) -> None:
+    parquet = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed")
+    _, out, _ = grid
+    rows = parquet.read_table(out / "runs.parquet").to_pylist()
+    expected = _rows(out)
+    assert len(rows) == len(expected) == 8
+    assert list(rows[0]) == list(expected[0])  # the same columns, in the same order
+    as_text = [{k: "" if v is None else str(v) for k, v in row.items()} for row in rows]
+    assert as_text == expected
+    assert isinstance(rows[0]["avg_jct_s"], float)  # typed, not text
+
+
 def test_a_cell_equals_a_plain_run_of_the_same_options(
     grid: tuple[Path, Path, str], tmp_path: Path
 ) -> None:

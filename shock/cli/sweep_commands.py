@@ -1,8 +1,9 @@
-"""`shock sweep`: the product of option lists, run as cells in local worker processes."""
+"""`shock sweep`: the product of option lists, run as cells in local processes or on Ray."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from shock.sweep.cells import Cell
 from shock.sweep.runner import FAILED, CellOutcome, plan_cells, run_sweep
 from shock.sweep.spec import load_spec
 
@@ -21,13 +23,37 @@ def sweep_command(
         Path, typer.Option(help="Directory for cells/<key>.json and runs.csv.")
     ],
     parallel: Annotated[
-        int | None, typer.Option(help="Worker processes (default: the machine's cores).")
+        int | None,
+        typer.Option(
+            help="Worker processes (default: the machine's cores); with --ray local the Ray "
+            "instance's CPUs, on a Ray cluster the most cells in flight (default: all)."
+        ),
     ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="local|auto|HOST:PORT",
+            help="Run the cells as Ray tasks: on a Ray instance started here (local), on the "
+            "cluster RAY_ADDRESS names or one running here (auto), or on the Ray head at "
+            "HOST:PORT. Needs `pip install 'shock\\[ray]'`.",
+        ),
+    ] = None,
 ) -> None:
-    """Run every combination of a spec's [grid] lists; cells done before are skipped."""
+    """Run every combination of a spec's \\[grid] lists; cells done before are skipped."""
     if parallel is not None and parallel < 1:
         raise typer.BadParameter("must be >= 1", param_hint="--parallel")
+    dispatch = None
+    if ray is not None:
+        from shock.sweep.ray_pool import RayTarget, import_ray, run_on_ray
+
+        target = RayTarget.parse(ray)
+        import_ray()  # before any work: a missing extra is named at once
+
+        def dispatch(cells: list[Cell], out_dir: Path) -> Iterable[CellOutcome]:
+            return run_on_ray(cells, out_dir, target, parallel)
+
     spec = load_spec(spec_path)
     cells = plan_cells(spec, out)
     total = len({cell.key for cell in cells})
@@ -51,7 +77,9 @@ def sweep_command(
         progress.update(task, advance=1, failed=counts["failed"], left=total - counts["seen"])
 
     with progress:
-        summary = run_sweep(spec, cells, out, parallel or os.cpu_count() or 1, advance)
+        summary = run_sweep(
+            spec, cells, out, parallel or os.cpu_count() or 1, advance, dispatch
+        )
     console.print(
         f"{total} cells: {summary.ran} run, {summary.skipped} done before, "
         f"{summary.failed} failed; table in {out / 'runs.csv'}",

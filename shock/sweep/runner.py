@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import multiprocessing
 import os
@@ -44,7 +45,7 @@ def cell_path(out_dir: Path, key: str) -> Path:
     return out_dir / "cells" / f"{key}.json"
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     """Write then rename, so an interrupted sweep never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -52,19 +53,16 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-def _generate_trace(cell: Cell) -> None:
-    """`shock trace generate` with the cell's workload options, unless already written."""
+def generate_trace(
+    options: dict[str, object], throughputs: str | None, destination: Path
+) -> None:
+    """`shock trace generate` with a cell's workload options, written to destination."""
     from shock.core.plugins import default_registry
     from shock.core.throughputs import default_throughputs, load_throughputs
     from shock.core.trace import write_trace
     from shock.traces.generator import WorkloadConfig, generate_jobs
 
-    assert cell.generated_trace is not None and cell.spec.generate is not None
-    if cell.generated_trace.exists():
-        return
-    options = cell.spec.generate
-    throughputs = cell.spec.run.get("throughputs")
-    table = load_throughputs(str(throughputs)) if throughputs else default_throughputs()
+    table = load_throughputs(throughputs) if throughputs else default_throughputs()
     config = WorkloadConfig(
         num_jobs=int(options.get("jobs", 100)),  # type: ignore[call-overload]
         jobs_per_hour=options.get("rate"),  # type: ignore[arg-type]
@@ -76,11 +74,32 @@ def _generate_trace(cell: Cell) -> None:
     if config.num_jobs < 0 or (config.jobs_per_hour or 0) < 0:
         raise ValueError("generate: jobs and rate must be >= 0")
     jobs = generate_jobs(config, table)
-    cell.generated_trace.parent.mkdir(parents=True, exist_ok=True)
+    destination.parent.mkdir(parents=True, exist_ok=True)
     # Cells sharing a workload may generate it at once: each writes its own file, then renames.
-    temporary = cell.generated_trace.with_name(f".{cell.generated_trace.name}.{os.getpid()}.tmp")
+    temporary = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
     write_trace(jobs, temporary, default_registry(), "gavel")
-    os.replace(temporary, cell.generated_trace)
+    os.replace(temporary, destination)
+
+
+def _generate_trace(cell: Cell) -> None:
+    """The cell's generated trace, unless already written."""
+    assert cell.generated_trace is not None and cell.spec.generate is not None
+    if cell.generated_trace.exists():
+        return
+    throughputs = cell.spec.run.get("throughputs")
+    generate_trace(cell.spec.generate, str(throughputs) if throughputs else None,
+                   cell.generated_trace)
+
+
+def write_cell_document(out_dir: Path, key: str, document: dict[str, object]) -> None:
+    write_atomically(
+        cell_path(out_dir, key), json.dumps(document, indent=2, allow_nan=False) + "\n"
+    )
+
+
+def failure_message(exc: BaseException) -> str:
+    """A user's error as it reads; anything else with its type."""
+    return str(exc) if isinstance(exc, ShockError) else f"{type(exc).__name__}: {exc}"
 
 
 def run_cell(cell: Cell, out_dir: Path) -> CellOutcome:
@@ -93,12 +112,9 @@ def run_cell(cell: Cell, out_dir: Path) -> CellOutcome:
             _generate_trace(cell)
         result = run(cell.run_options())
         document = result.to_document()
-        _write_atomically(
-            cell_path(out_dir, cell.key), json.dumps(document, indent=2, allow_nan=False) + "\n"
-        )
+        write_cell_document(out_dir, cell.key, document)
     except Exception as exc:  # a cell's failure is recorded, never fatal
-        message = str(exc) if isinstance(exc, ShockError) else f"{type(exc).__name__}: {exc}"
-        return CellOutcome(cell.key, FAILED, message, time.perf_counter() - started)
+        return CellOutcome(cell.key, FAILED, failure_message(exc), time.perf_counter() - started)
     return CellOutcome(cell.key, DONE, "", time.perf_counter() - started, document)
 
 
@@ -118,6 +134,9 @@ def _recorded_wall_s(document: dict[str, object]) -> float:
 
 
 Progress = Callable[[CellOutcome], None]
+# Runs the cells not done before and yields their outcomes as they finish (and, for a done
+# cell, has written its document): the local process pool, or Ray (ray_pool.py).
+Dispatch = Callable[[list[Cell], Path], Iterable[CellOutcome]]
 
 
 def plan_cells(spec: SweepSpec, out_dir: Path) -> list[Cell]:
@@ -130,6 +149,7 @@ def run_sweep(
     out_dir: Path,
     parallel: int,
     on_outcome: Progress | None = None,
+    dispatch: Dispatch | None = None,
 ) -> SweepSummary:
     """Run every cell not done before; write runs.csv (and runs.parquet if pyarrow is here)."""
     summary = SweepSummary()
@@ -149,7 +169,9 @@ def run_sweep(
             if on_outcome is not None:
                 on_outcome(by_key[cell.key])
     out_dir.mkdir(parents=True, exist_ok=True)
-    for outcome in _run_pending(pending, out_dir, parallel):
+    if dispatch is None:
+        dispatch = functools.partial(_run_pending, parallel=parallel)
+    for outcome in dispatch(pending, out_dir) if pending else ():
         by_key[outcome.key] = outcome
         summary.ran += 1
         if on_outcome is not None:
@@ -160,8 +182,6 @@ def run_sweep(
 
 
 def _run_pending(cells: list[Cell], out_dir: Path, parallel: int) -> Iterable[CellOutcome]:
-    if not cells:
-        return
     # Spawned workers: no state forked from the parent (plugin registries, solver handles).
     context = multiprocessing.get_context("spawn")
     workers = max(1, min(parallel, len(cells)))
