@@ -24,7 +24,11 @@ from shock.traces.shockwave import MODES, SHOCKWAVE_COLUMNS
 
 TRACES_DIR = Path(str(resources.files("shock.data").joinpath("traces")))
 BUNDLED = sorted(TRACES_DIR.glob("*.trace"))
-SHOCKWAVE_TRACES = {"shockwave_220_multigpu_dynamic.trace"}
+SHOCKWAVE_TRACES = {
+    "shockwave_120_multigpu_dynamic.trace",
+    "shockwave_220_multigpu_dynamic.trace",
+    "shockwave_460_multigpu_dynamic.trace",
+}
 
 
 def registry():
@@ -36,7 +40,7 @@ def registry():
 
 def test_bundled_traces_are_all_present() -> None:
     names = {p.name for p in BUNDLED}
-    assert len(names) == 9
+    assert len(names) == 11
     assert names >= SHOCKWAVE_TRACES
     assert "max_min_fairness.trace" in names
 

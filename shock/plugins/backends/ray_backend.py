@@ -154,6 +154,9 @@ def connect(options: RayOptions) -> bool:
                 resources={name: float(n) for name, n in options.local_gpu_counts().items()},
                 num_cpus=options.local_cpus,
                 include_dashboard=False,
+                # The node talks over loopback; Ray's ports still listen on every interface,
+                # guarded by the token Ray requires of a new instance.
+                _node_ip_address="127.0.0.1",
                 logging_level=logging.WARNING,
                 log_to_driver=False,
             )
