@@ -112,8 +112,10 @@ def query(state_dir: Path, sql: str) -> list[tuple[object, ...]]:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
     try:
         return db.execute(sql).fetchall()
-    except sqlite3.OperationalError:
-        return []
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []  # the scheduler has not created it yet
+        raise  # a broken query must fail the test, not read as "nothing yet"
     finally:
         db.close()
 

@@ -136,7 +136,7 @@ def test_killed_worker_loses_at_most_a_checkpoint_interval(tmp_path: Path) -> No
         # Kill worker-1 once its jobs made progress past a checkpoint.
         wait_for(
             lambda: bool(query(state_dir, "SELECT 1 FROM runs JOIN jobs USING (job_id) "
-                               "WHERE last_step > 60 AND ended_at IS NULL "
+                               "WHERE last_step > 60 AND runs.ended_at IS NULL "
                                "AND worker_id = 'worker-1' AND checkpoint_step > 0")),
             60, "a checkpoint on worker-1",
         )  # fmt: skip

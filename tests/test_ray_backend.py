@@ -118,9 +118,11 @@ def test_three_job_families_complete_on_a_local_ray_instance(tmp_path: Path) -> 
 
 # Two jobs on two nodes of two GPUs each: after a node dies, both still fit on the other, so
 # the run's end does not depend on how fast jobs restart on a loaded machine.
+# Long enough that a job is still running for several checkpoints (2 s apart) after its first
+# one, however fast the machine: the test must see one running and checkpointed to kill it.
 NODE_LOSS_JOBS = [
-    ("LM (batch size 32)", 500),
-    ("Recommendation (batch size 32)", 1500),
+    ("LM (batch size 32)", 2000),
+    ("Recommendation (batch size 32)", 4000),
 ]
 
 
@@ -159,7 +161,7 @@ def test_a_dead_node_s_jobs_resume_from_their_checkpoints_elsewhere(tmp_path: Pa
         )  # fmt: skip
         victim_query = (
             "SELECT worker_id, job_id FROM runs JOIN jobs USING (job_id) "
-            "WHERE ended_at IS NULL AND last_step > 0 AND checkpoint_step > 0"
+            "WHERE runs.ended_at IS NULL AND last_step > 0 AND checkpoint_step > 0"
         )
         wait_for(lambda: bool(query(state_dir, victim_query)), 150, "a job's checkpoint")
         victim_worker, victim_job = query(state_dir, victim_query)[0]
@@ -178,21 +180,21 @@ def test_a_dead_node_s_jobs_resume_from_their_checkpoints_elsewhere(tmp_path: Pa
     dead = query(state_dir, "SELECT worker_id FROM workers WHERE dead_at IS NOT NULL")
     assert dead == [(victim,)]
     runs = runs_by_job(state_dir)
-    lost = [
-        (job_id, before, after)
-        for job_id, job_runs in runs.items()
-        for before, after in itertools.pairwise(job_runs)
-        if before[4] == "lost"
-    ]
-    assert int(str(victim_job)) in {job_id for job_id, _, _ in lost}, runs
-    for job_id, before, after in lost:
-        assert before[1] == victim
-        assert after[1] != victim  # resumed on the node that is left
-        # From its checkpoint: no further than where the lost run got; past the start for
-        # the job that had checkpointed.
-        assert 0 <= int(str(after[2])) <= int(str(before[3])), (job_id, before, after)
-        if job_id == int(str(victim_job)):
-            assert int(str(after[2])) > 0, (before, after)
+    # Which of the victim node's jobs are still there when it dies depends on timing (a round
+    # may end, preempting one, between the look and the kill), so check what always holds.
+    lost = [run for job_runs in runs.values() for run in job_runs if run[4] == "lost"]
+    assert lost and all(run[1] == victim for run in lost), runs
+    for job_id, job_runs in runs.items():
+        done_before = 0
+        for run in job_runs:
+            if run[2] is not None:
+                # A run resumes from a checkpoint: never past what earlier runs reached.
+                assert 0 <= int(str(run[2])) <= done_before, (job_id, job_runs)
+            done_before = max(done_before, int(str(run[3])))
+        assert job_runs[-1][4] == "done" and job_runs[-1][1] != victim, (job_id, job_runs)
+    # The job the test saw checkpointed on the victim resumed from a checkpoint, not step 0.
+    victim_runs = runs[int(str(victim_job))]
+    assert any(run[2] is not None and int(str(run[2])) > 0 for run in victim_runs[1:]), runs
 
 
 def test_local_gpus_parse_and_refuse_bad_input() -> None:
