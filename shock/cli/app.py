@@ -15,6 +15,7 @@ from shock.cli.backend_args import RunCommand, extra_option_items
 from shock.cli.bench_commands import bench_app
 from shock.cli.cluster_commands import serve_command, worker_command
 from shock.cli.cluster_list_commands import clusters_command
+from shock.cli.compare_commands import compare_command
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.profile_commands import profile_command
 from shock.cli.progress import ProgressObserver
@@ -40,6 +41,7 @@ app.command("worker")(worker_command)
 app.command("clusters")(clusters_command)
 app.command("sweep")(sweep_command)
 trace_app.command("synergy")(synergy_trace_command)
+app.command("compare")(compare_command)
 
 
 def make_console(stderr: bool = False) -> Console:
