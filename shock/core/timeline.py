@@ -108,7 +108,7 @@ class _JobTrack:
     def __init__(self, job_type: str, scale_factor: int, arrival_s: float) -> None:
         self.job_type = job_type
         self.scale_factor = scale_factor
-        self.segments: list[_Segment] = []
+        self.segments: list[tuple[float, float, int, int]] = []  # closed ones
         size = batch_size_of(job_type)
         self.batch_sizes: list[tuple[float, int]] = [] if size is None else [(arrival_s, size)]
 
@@ -128,7 +128,7 @@ class TimelineRecorder:
         self.cluster_changed(cluster)
         self._jobs: dict[int, _JobTrack] = {}
         self._time_s: list[float] = []
-        self._busy: list[list[int]] = []
+        self._busy: list[tuple[int, ...]] = []
         self._queued: list[int] = []
         self._running: list[int] = []
         self._solve_s: list[float] = []
@@ -224,7 +224,7 @@ class TimelineRecorder:
                 else:
                     self._open_segment(member, start, end, column, gpus, index)
         self._time_s.append(start)
-        self._busy.append(busy)
+        self._busy.append(tuple(busy))
         self._queued.append(active - running)
         self._running.append(running)
         self._solve_s.append(solve)
@@ -237,9 +237,13 @@ class TimelineRecorder:
         track = self._jobs.get(job.job_id)
         if track is None:  # admitted before a restore: recorded from here on
             track = self._jobs[job.job_id] = _JobTrack.of(job.spec)
-        segment = [start, end, column, gpus, index]
-        track.segments.append(segment)
-        self._open[job.job_id] = segment
+        last = self._open.get(job.job_id)
+        if last is not None:
+            # Closed segments are kept as tuples of numbers, which the garbage collector
+            # stops tracking: a long run's hundreds of thousands of lists would slow every
+            # collection.
+            track.segments.append((last[0], last[1], int(last[2]), int(last[3])))
+        self._open[job.job_id] = [start, end, column, gpus, index]
 
     def batch_sizes_seen(
         self,
@@ -259,6 +263,13 @@ class TimelineRecorder:
             if track is not None:
                 _note_batch_size(track, time_s, change.job_type)
 
+    def _segments_of(self, job_id: int, track: _JobTrack) -> list[tuple[float, float, int, int]]:
+        """The job's closed segments and its open one."""
+        last = self._open.get(job_id)
+        if last is None:
+            return track.segments
+        return [*track.segments, (last[0], last[1], int(last[2]), int(last[3]))]
+
     def timeline(self) -> Timeline:
         worker_types = tuple(self.worker_types)
         width = len(worker_types)
@@ -276,8 +287,8 @@ class TimelineRecorder:
                 track.job_type,
                 track.scale_factor,
                 tuple(
-                    Segment(start, end, worker_types[int(column)], int(gpus))
-                    for start, end, column, gpus, _ in track.segments
+                    Segment(start, end, worker_types[column], gpus)
+                    for start, end, column, gpus in self._segments_of(job_id, track)
                 ),
                 tuple(track.batch_sizes),
             )
