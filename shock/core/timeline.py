@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from shock.core.mechanism import Assignment, JobState
     from shock.core.model import Cluster, JobSpec
 
+_new_tuple = tuple.__new__
+
 # Decimals kept for times and durations: milliseconds, so a 5,600-job document stays small.
 TIME_DECIMALS = 3
 
@@ -91,7 +93,8 @@ class Timeline:
                     "job_type": job.job_type,
                     "scale_factor": job.scale_factor,
                     "segments": [
-                        [t(s.start_s), t(s.end_s), s.worker_type, s.gpus] for s in job.segments
+                        [round(start, TIME_DECIMALS), round(end, TIME_DECIMALS), worker, gpus]
+                        for start, end, worker, gpus in job.segments
                     ],
                     "batch_sizes": [[t(time), size] for time, size in job.batch_sizes],
                 }
@@ -108,7 +111,7 @@ class _JobTrack:
     def __init__(self, job_type: str, scale_factor: int, arrival_s: float) -> None:
         self.job_type = job_type
         self.scale_factor = scale_factor
-        self.segments: list[tuple[float, float, int, int]] = []  # closed ones
+        self.segments: list[Segment] = []  # closed ones
         size = batch_size_of(job_type)
         self.batch_sizes: list[tuple[float, int]] = [] if size is None else [(arrival_s, size)]
 
@@ -239,11 +242,15 @@ class TimelineRecorder:
             track = self._jobs[job.job_id] = _JobTrack.of(job.spec)
         last = self._open.get(job.job_id)
         if last is not None:
-            # Closed segments are kept as tuples of numbers, which the garbage collector
-            # stops tracking: a long run's hundreds of thousands of lists would slow every
-            # collection.
-            track.segments.append((last[0], last[1], int(last[2]), int(last[3])))
+            track.segments.append(self._closed(last))
         self._open[job.job_id] = [start, end, column, gpus, index]
+
+    def _closed(self, segment: _Segment) -> Segment:
+        # Closed segments are tuples of atoms, which the garbage collector stops tracking (a
+        # long run's hundreds of thousands of lists would slow every collection); built
+        # without the named tuple's Python-level __new__, as the engine builds its plans.
+        start, end, column, gpus, _ = segment
+        return _new_tuple(Segment, (start, end, self.worker_types[int(column)], int(gpus)))
 
     def batch_sizes_seen(
         self,
@@ -263,12 +270,12 @@ class TimelineRecorder:
             if track is not None:
                 _note_batch_size(track, time_s, change.job_type)
 
-    def _segments_of(self, job_id: int, track: _JobTrack) -> list[tuple[float, float, int, int]]:
+    def _segments_of(self, job_id: int, track: _JobTrack) -> tuple[Segment, ...]:
         """The job's closed segments and its open one."""
         last = self._open.get(job_id)
         if last is None:
-            return track.segments
-        return [*track.segments, (last[0], last[1], int(last[2]), int(last[3]))]
+            return tuple(track.segments)
+        return (*track.segments, self._closed(last))
 
     def timeline(self) -> Timeline:
         worker_types = tuple(self.worker_types)
@@ -286,10 +293,7 @@ class TimelineRecorder:
                 job_id,
                 track.job_type,
                 track.scale_factor,
-                tuple(
-                    Segment(start, end, worker_types[column], gpus)
-                    for start, end, column, gpus in self._segments_of(job_id, track)
-                ),
+                self._segments_of(job_id, track),
                 tuple(track.batch_sizes),
             )
             for job_id, track in sorted(self._jobs.items())
