@@ -32,6 +32,8 @@ TIME_DECIMALS = 3
 
 # A segment while it is recorded: [start, end, worker-type column, GPUs, last round's index].
 _Segment = list[float]
+# Stands for "no segment yet": its last round (-2) never precedes a recorded round.
+_NO_SEGMENT: _Segment = [0.0, 0.0, -1, 0, -2]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +200,9 @@ class TimelineRecorder:
                 end = stopped[0]
                 if end > held_until or end < start:
                     end = held_until
-                segment = open_segments.get(job.job_id)
+                segment = open_segments.get(job.job_id, _NO_SEGMENT)
                 if (
-                    segment is not None
-                    and segment[4] == previous
+                    segment[4] == previous
                     and segment[2] == column
                     and segment[3] == gpus
                 ):
@@ -215,10 +216,9 @@ class TimelineRecorder:
                 end = stopped[position]
                 if end > held_until or end < start:
                     end = held_until
-                segment = open_segments.get(member.job_id)
+                segment = open_segments.get(member.job_id, _NO_SEGMENT)
                 if (
-                    segment is not None
-                    and segment[4] == previous
+                    segment[4] == previous
                     and segment[2] == column
                     and segment[3] == gpus
                 ):
