@@ -90,3 +90,17 @@ def test_json_to_stdout_is_the_document_alone() -> None:
     document = json.loads(result.stdout)
     assert document["policy"] == "max_min_fairness_perf"
     assert "timeline" in document
+
+
+def test_a_window_run_counts_only_its_windows_jobs() -> None:
+    console, _ = _terminal_console()
+    observer = ProgressObserver(console, show_after_s=0.0)
+    registry = default_registry()
+    registry.manager.register(observer)
+    try:
+        result = run(RunOptions(cluster="4:4:4", window=(10, 30)), registry)
+    finally:
+        registry.manager.unregister(observer)
+    assert len(result.records) > 20  # jobs outside the window finished too
+    task = observer._progress.tasks[0]
+    assert task.total == task.completed == 20

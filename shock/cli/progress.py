@@ -59,6 +59,7 @@ class ProgressObserver:
         self._shown = False
         self._sim_time = 0.0
         self._updated_at = 0.0
+        self._window: tuple[int, int] | None = None  # only these jobs count towards the total
 
     @property
     def shown(self) -> bool:
@@ -66,6 +67,7 @@ class ProgressObserver:
 
     @hookimpl
     def run_started(self, event: RunStarted) -> None:
+        self._window = event.window
         self._started_at = time.monotonic()
         self._task = self._progress.add_task(
             f"{event.policy} on {event.backend}", total=event.total_jobs, sim_hours=0.0
@@ -78,7 +80,9 @@ class ProgressObserver:
 
     @hookimpl
     def job_finished(self, event: JobFinished) -> None:
-        if self._task is not None:
+        window = self._window
+        counted = window is None or window[0] <= event.job_id < window[1]
+        if self._task is not None and counted:
             self._progress.advance(self._task)
         self._sim_time = event.time
         self._maybe_show()

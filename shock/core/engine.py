@@ -170,7 +170,12 @@ class Engine:
                     mechanism = self._restore(mechanism, saved)
             if self.hooks.run_started:
                 self.hooks.run_started(
-                    event=RunStarted(self.policy.name, self.backend_name, len(self.waiting_for))
+                    event=RunStarted(
+                        self.policy.name,
+                        self.backend_name,
+                        len(self.waiting_for),
+                        self.config.window,
+                    )
                 )
             now = self._loop(executor.clock())
         finally:
