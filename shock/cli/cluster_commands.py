@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from shock.cli.output import print_run_header, summary_table
+from shock.cli.progress import ProgressObserver, wants_progress
 from shock.cluster.defaults import DEFAULT_HOST, DEFAULT_JOB_COMMAND, DEFAULT_PORT, TOKEN_ENV
 from shock.core.errors import InputError, ShockError
 from shock.core.plugins import default_registry
@@ -144,7 +145,10 @@ def serve_command(
     )
     # A service (new or resumed) reads its jobs from the journal, not from a trace file.
     empty = Trace((), source="submitted jobs") if trace is None else None
-    request = build_request(options, default_registry(), trace=empty)
+    registry = default_registry()
+    if wants_progress(quiet=False):
+        registry.manager.register(ProgressObserver(Console(stderr=True, emoji=False)))
+    request = build_request(options, registry, trace=empty)
     if user_table is not None:
         # Users are the entities of hierarchical policies, weighted as the file says.
         request = replace(request, config=replace(

@@ -44,6 +44,7 @@ from shock.core.metrics import JobRecord, RunCounters, compute_metrics
 from shock.core.model import Cluster, JobSpec
 from shock.core.results import RunResult
 from shock.core.run import RunConfig, RunRequest
+from shock.core.timeline import TimelineRecorder
 
 _log = logging.getLogger(__name__)
 
@@ -110,6 +111,7 @@ class Engine:
             executor if self.capabilities.accepts_submissions else None  # type: ignore[assignment]
         )
         self.cancelled: set[int] = set()
+        self.timeline: TimelineRecorder | None = None  # set once the cluster is known
 
     # Set-up.
 
@@ -137,6 +139,7 @@ class Engine:
     def _prepare(self, cluster: Cluster) -> Mechanism:
         mechanism = self._build_mechanism(cluster)
         self.mechanism = mechanism
+        self.timeline = TimelineRecorder(cluster)
         registry = self.request.registry
         self._prepare_jobs(mechanism, self.jobs)
         if self.capabilities.simulates_jobs:
@@ -182,7 +185,12 @@ class Engine:
                     mechanism = self._restore(mechanism, saved)
             if self.hooks.run_started:
                 self.hooks.run_started(
-                    event=RunStarted(self.policy.name, self.backend_name, len(self.waiting_for))
+                    event=RunStarted(
+                        self.policy.name,
+                        self.backend_name,
+                        len(self.waiting_for),
+                        self.config.window,
+                    )
                 )
             now = self._loop(executor.clock())
         finally:
@@ -195,6 +203,8 @@ class Engine:
     def _loop(self, now: float) -> float:
         executor = self.executor
         hooks = self.hooks
+        timeline = self.timeline
+        assert timeline is not None
         plan: RoundPlan | None = None
         planned: list[Assignment] = []
         idle_rounds = 0
@@ -279,6 +289,11 @@ class Engine:
             idle_rounds = 0
             self.rounds += 1
             planned = assignments
+            timeline.round_planned(
+                now,
+                len(mechanism.active),
+                self.stats_base.solver_seconds + mechanism.stats.solver_seconds,
+            )
             plan = RoundPlan(
                 self.rounds,
                 now,
@@ -327,9 +342,12 @@ class Engine:
 
     def _admit_arrived(self, mechanism: Mechanism, now: float) -> None:
         jobs = self.jobs
+        timeline = self.timeline
+        assert timeline is not None
         while self.next_arrival < len(jobs) and jobs[self.next_arrival].arrival_time <= now:
             job = jobs[self.next_arrival]
             state = mechanism.admit(job)
+            timeline.job_admitted(job)
             alone = self.whole_epochs_alone.get(job.job_id)
             if alone is None:
                 schedule = self.schedules.get(job.job_id)
@@ -472,6 +490,17 @@ class Engine:
         if rules is not None:
             rules.at_round_end(mechanism)
         self.busy_gpu_seconds = busy
+        timeline = self.timeline
+        assert timeline is not None
+        timeline.round_ran(planned, report.units, mechanism.worker_types)
+        if self.schedules or report.batch_size_changes:
+            # Only jobs whose batch size may change are looked at (none in a static trace).
+            schedules = self.schedules
+            timeline.batch_sizes_seen(
+                report.end_s,
+                (m for a in planned for m in a.unit.members if m.job_id in schedules),
+                report.batch_size_changes,
+            )
 
     def _finished(self, state: JobState, finish: float) -> None:
         job = state.spec
@@ -555,6 +584,8 @@ class Engine:
         base.allocations += stats.allocations
         base.solver_seconds += stats.solver_seconds
         new = self._build_mechanism(cluster)
+        if self.timeline is not None:
+            self.timeline.cluster_changed(cluster)
         if not self.capabilities.measures_rates:
             new.table = old.table
         self._restore_into(new, state)
@@ -667,6 +698,7 @@ class Engine:
             adaptation_rules=(
                 self.config.adaptation_rules if self.capabilities.simulates_jobs else "harness"
             ),
+            timeline=None if self.timeline is None else self.timeline.timeline(),
         )
 
 

@@ -10,6 +10,7 @@ class RunStarted:
     policy: str
     backend: str
     total_jobs: int  # jobs the run waits for (the window's, when one is given)
+    window: tuple[int, int] | None = None  # the job ids [start, end) it waits for, if given
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,9 +92,9 @@ def _generate_trace(cell: Cell) -> None:
 
 
 def write_cell_document(out_dir: Path, key: str, document: dict[str, object]) -> None:
-    write_atomically(
-        cell_path(out_dir, key), json.dumps(document, indent=2, allow_nan=False) + "\n"
-    )
+    from shock.core.results import document_text
+
+    write_atomically(cell_path(out_dir, key), document_text(document))
 
 
 def failure_message(exc: BaseException) -> str:
