@@ -16,6 +16,7 @@ from shock.cli.bench_commands import bench_app
 from shock.cli.cluster_commands import serve_command, worker_command
 from shock.cli.cluster_list_commands import clusters_command
 from shock.cli.output import plugins_table, print_run_header, summary_table
+from shock.cli.plot_commands import plot_command, report_command
 from shock.cli.profile_commands import profile_command
 from shock.cli.progress import ProgressObserver
 from shock.cli.sweep_commands import sweep_command
@@ -39,6 +40,8 @@ app.command("serve")(serve_command)
 app.command("worker")(worker_command)
 app.command("clusters")(clusters_command)
 app.command("sweep")(sweep_command)
+app.command("plot")(plot_command)
+app.command("report")(report_command)
 trace_app.command("synergy")(synergy_trace_command)
 
 
@@ -145,6 +148,10 @@ def run_command(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the results document here.")
     ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="Write the run's figures (PNG) into this directory after the run."),
+    ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     backend_option: Annotated[
         list[str] | None,
@@ -201,6 +208,11 @@ def run_command(
     if json_path is not None:
         result.write_json(json_path)
         console.print(f"results written to {json_path}")
+    if plot is not None:
+        from shock.results.figures.one_run import write_run_figures
+
+        written = write_run_figures(result.to_document(), plot, result.policy)
+        console.print(f"{len(written)} figures written to {plot}")
 
 
 @app.command("plugins")

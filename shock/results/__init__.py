@@ -1,0 +1,1 @@
+"""Reading results documents and turning them into tables, figures and reports."""
