@@ -1,0 +1,330 @@
+"""`shock plot`: every figure kind draws what its inputs hold, into valid PNG/SVG files, and bad
+inputs get a clear error."""
+
+from __future__ import annotations
+
+import csv
+import struct
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.collections import PathCollection
+from matplotlib.container import BarContainer
+from matplotlib.figure import Figure
+from results_documents import make_document, write_document
+from shock_cli import run_shock
+from typer.testing import CliRunner
+
+from shock.cli.app import app
+from shock.core.errors import InputError
+from shock.core.runner import bundled_trace_path
+from shock.results.figures.kinds import KINDS, draw_kind
+from shock.results.figures.load import load_series
+from shock.results.figures.summary import SUMMARY_METRICS
+from shock.results.runs import load_run
+
+SMALL_RUN = ["run", "--quiet", "--trace", str(bundled_trace_path("small_test.trace"))]
+SWEEP_SPEC = """
+[base]
+cluster = "2:2:2"
+preset = "gavel"
+[generate]
+jobs = 12
+[grid]
+policy = ["max_min_fairness_perf", "fifo_perf"]
+rate = [1.0, 3.0]
+seed = [0, 1]
+"""
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def svg_root(path: Path) -> ET.Element:
+    root = ET.parse(path).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    return root
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("docs")
+    hours = [3600.0 * (i + 1) for i in range(12)]
+    return {
+        "fifo": write_document(
+            root / "fifo.json",
+            make_document("fifo", hours, [1.0 + i / 5 for i in range(12)], rounds=40),
+        ),
+        "las": write_document(
+            root / "las.json",
+            make_document(
+                "las", [h / 2 for h in hours], [0.8 + i / 10 for i in range(12)], rounds=30, seed=3
+            ),
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real `shock run --json` document (no timeline yet)."""
+    path = tmp_path_factory.mktemp("real") / "real.json"
+    result = CliRunner().invoke(app, [*SMALL_RUN, "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("sweep")
+    (root / "spec.toml").write_text(SWEEP_SPEC)
+    out = root / "out"
+    result = CliRunner().invoke(
+        app, ["sweep", str(root / "spec.toml"), "--out", str(out), "--quiet", "--parallel", "1"]
+    )
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _inputs(kind: str, docs: dict[str, Path], sweep: Path) -> list[Path]:
+    if kind == "jct-vs-load":
+        return [sweep]
+    if kind == "gantt":
+        return [docs["fifo"]]
+    return [docs["fifo"], docs["las"]]
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_every_kind_writes_a_valid_image(
+    kind: str, suffix: str, docs: dict[str, Path], sweep: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / f"figure{suffix}"
+    inputs = [str(p) for p in _inputs(kind, docs, sweep)]
+    result = CliRunner().invoke(app, ["plot", kind, *inputs, "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    if suffix == ".png":
+        width, height = png_size(output)
+        assert width > 300 and height > 200
+    else:
+        root = svg_root(output)
+        # Real drawing, not an empty canvas: paths for the data.
+        assert len(root.findall(".//{http://www.w3.org/2000/svg}path")) > 10
+
+
+def _legend(figure: Figure, axes_index: int = 0) -> list[str]:
+    legend = figure.axes[axes_index].get_legend()
+    assert legend is not None
+    return [text.get_text() for text in legend.get_texts()]
+
+
+def test_jct_cdf_has_one_line_per_run_ending_at_one(docs: dict[str, Path]) -> None:
+    figure = draw_kind("jct-cdf", [docs["fifo"], docs["las"]])
+    axes = figure.axes[0]
+    lines = axes.get_lines()
+    assert [line.get_label() for line in lines] == ["fifo", "las"]
+    assert _legend(figure) == ["fifo", "las"]
+    for line, name in zip(lines, ("fifo", "las"), strict=True):
+        run = load_run(docs[name])
+        x, y = line.get_xydata().T
+        # Hours: the longest job takes 12 h.
+        assert np.allclose(x, np.sort(run.jct_s) / 3600)
+        assert y[-1] == pytest.approx(1.0) and np.all(np.diff(y) > 0)
+    assert "hours" in axes.get_xlabel()
+
+
+def test_rho_cdf_skips_jobs_without_a_rho_and_marks_fairness(tmp_path: Path) -> None:
+    document = make_document("p", [100.0, 200.0, 300.0], [1.5, None, 0.5])
+    figure = draw_kind("rho-cdf", [write_document(tmp_path / "p.json", document)])
+    curves = [line for line in figure.axes[0].get_lines() if not line.get_label().startswith("_")]
+    assert len(curves) == 1
+    assert list(curves[0].get_xdata()) == [0.5, 1.5]
+
+
+def test_summary_bars_are_the_metric_ratios_to_the_baseline(docs: dict[str, Path]) -> None:
+    runs = {name: load_run(path) for name, path in docs.items()}
+    for baseline in ("fifo", "las"):
+        figure = draw_kind("summary", [docs["fifo"], docs["las"]], baseline=baseline)
+        bars = [c for c in figure.axes[0].containers if isinstance(c, BarContainer)]
+        assert [c.get_label() for c in bars] == ["fifo", "las"]
+        for container, name in zip(bars, ("fifo", "las"), strict=True):
+            heights = [patch.get_height() for patch in container.patches]
+            expected = [
+                runs[name].metrics[key] / runs[baseline].metrics[key]
+                for key, _ in SUMMARY_METRICS
+            ]
+            assert heights == pytest.approx(expected)
+            if name == baseline:
+                assert heights == pytest.approx([1.0] * len(SUMMARY_METRICS))
+
+
+def test_summary_baseline_by_policy_and_unknown_baseline(docs: dict[str, Path]) -> None:
+    by_stem = draw_kind("summary", [docs["fifo"], docs["las"]], baseline="las")
+    assert "las" in by_stem.axes[0].get_ylabel()
+    with pytest.raises(InputError, match=r"no run named 'nope'.*fifo, las"):
+        draw_kind("summary", [docs["fifo"], docs["las"]], baseline="nope")
+
+
+def test_summary_with_a_zero_baseline_metric_says_so(tmp_path: Path) -> None:
+    fair = write_document(tmp_path / "fair.json", make_document("a", [10.0, 20.0], [1.0, 0.9]))
+    other = write_document(tmp_path / "other.json", make_document("b", [10.0, 30.0], [1.0, 2.0]))
+    figure = draw_kind("summary", [fair, other])
+    labels = [t.get_text() for t in figure.axes[0].get_xticklabels()]
+    assert labels[-1].startswith("unfair share\n(baseline 0")
+
+
+def test_utilization_has_a_line_per_worker_type_and_the_overall_share(
+    docs: dict[str, Path],
+) -> None:
+    figure = draw_kind("utilization", [docs["fifo"], docs["las"]])
+    assert len(figure.axes) == 2
+    run = load_run(docs["fifo"])
+    timeline = run.timeline
+    assert timeline is not None
+    lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
+    assert set(lines) == {"k80", "p100", "v100", "all GPUs"}
+    overall = 100 * timeline.busy_gpus.sum(axis=1) / timeline.capacity.sum()
+    assert np.allclose(lines["all GPUs"].get_ydata()[:-1], overall)
+    v100 = 100 * timeline.busy_gpus[:, 2] / timeline.capacity[2]
+    assert np.allclose(lines["v100"].get_ydata()[:-1], v100)
+
+
+def test_queue_draws_queued_and_running(docs: dict[str, Path]) -> None:
+    figure = draw_kind("queue", [docs["fifo"]])
+    timeline = load_run(docs["fifo"]).timeline
+    assert timeline is not None
+    lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
+    assert set(lines) == {"queued", "running"}
+    assert np.allclose(lines["queued"].get_ydata()[:-1], timeline.queued)
+
+
+def test_solve_time_marks_only_the_rounds_that_solved(docs: dict[str, Path]) -> None:
+    figure = draw_kind("solve-time", [docs["fifo"], docs["las"]])
+    lines = figure.axes[0].get_lines()
+    assert len(lines) == 2
+    for line, name in zip(lines, ("fifo", "las"), strict=True):
+        timeline = load_run(docs[name]).timeline
+        assert timeline is not None
+        solved = timeline.solve_s > 0
+        assert len(line.get_xdata()) == int(solved.sum())
+        assert np.allclose(line.get_ydata(), timeline.solve_s[solved] * 1000)
+
+
+def test_gantt_draws_every_segment_by_worker_type_and_each_batch_size_change(
+    tmp_path: Path,
+) -> None:
+    # Arrivals out of id order: the rows follow arrival.
+    document = make_document("g", [500.0, 900.0, 300.0, 700.0], [1.0] * 4, rounds=5)
+    jobs = document["jobs"]
+    assert isinstance(jobs, list)
+    jobs[0]["arrival_s"], jobs[3]["arrival_s"] = 300.0, 0.0
+    figure = draw_kind("gantt", [write_document(tmp_path / "g.json", document)])
+    axes = figure.axes[0]
+    bars = {c.get_label(): c for c in axes.containers if isinstance(c, BarContainer)}
+    assert set(bars) == {"waiting", "on v100", "on k80"}
+    assert len(bars["on v100"].patches) == 4 and len(bars["on k80"].patches) == 4
+    assert [t.get_text() for t in axes.get_yticklabels()] == ["3", "1", "2", "0"]
+    markers = [c for c in axes.collections if isinstance(c, PathCollection)]
+    # Jobs 0 and 3 change their batch size once each.
+    assert sum(len(c.get_offsets()) for c in markers) == 2
+    assert "batch size change" in _legend(figure)
+
+
+def test_gantt_stays_readable_for_hundreds_of_jobs(tmp_path: Path) -> None:
+    document = make_document("big", [3600.0] * 300, [1.0] * 300, rounds=3)
+    figure = draw_kind("gantt", [write_document(tmp_path / "big.json", document)])
+    width, height = figure.get_size_inches()
+    assert 8 <= height <= 16 and width >= 8
+    assert figure.axes[0].get_yticks().size == 0  # no 300 unreadable labels
+
+
+def test_jct_vs_load_is_the_mean_over_seeds_per_policy(sweep: Path) -> None:
+    label, series = load_series([sweep])
+    assert label.startswith("arrival rate")
+    assert [s.policy for s in series] == ["fifo_perf", "max_min_fairness_perf"]
+    with (sweep / "runs.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    for s in series:
+        for load, mean, samples in zip(s.load, s.mean, s.samples, strict=True):
+            values = [
+                float(r["avg_jct_s"])
+                for r in rows
+                if r["policy"] == s.policy and float(r["rate"]) == load
+            ]
+            assert samples == 2 and mean == pytest.approx(np.mean(values))
+    figure = draw_kind("jct-vs-load", [sweep])
+    lines = figure.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["fifo_perf", "max_min_fairness_perf"]
+    assert list(lines[0].get_xdata()) == [1.0, 3.0]
+
+
+def test_a_timeline_kind_on_a_document_without_one_says_so(real_run: Path, tmp_path: Path) -> None:
+    for kind in ("utilization", "queue", "gantt", "solve-time"):
+        result = run_shock("plot", kind, str(real_run), "-o", str(tmp_path / "x.png"), cwd=tmp_path)
+        assert result.returncode == 2
+        assert "needs the run's timeline" in result.stderr and "real.json" in result.stderr
+        assert "Traceback" not in result.stderr
+    # The distributions need no timeline.
+    svg = tmp_path / "x.svg"
+    result = run_shock("plot", "jct-cdf", str(real_run), "-o", str(svg), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    svg_root(tmp_path / "x.svg")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["histogram", "{doc}"], "unknown figure kind 'histogram'; the kinds: jct-cdf, rho-cdf"),
+        (["jct-cdf", "{doc}", "-o", "{tmp}/f.jpg"], "use a .png or .svg file"),
+        (["jct-cdf", "{tmp}/missing.json"], "missing.json: no such file"),
+        (["jct-cdf", "{tmp}/bad.json"], "bad.json: not a JSON results document"),
+        (["jct-cdf", "{tmp}/list.json"], "list.json: expected a JSON object"),
+        (["jct-cdf", "{tmp}"], "reads results documents"),
+        (["jct-vs-load", "{doc}"], "reads sweep directories"),
+        (["jct-vs-load", "{tmp}"], "no runs.csv here"),
+        (["gantt", "{doc}", "{doc}"], "the gantt figure draws one run; got 2"),
+        (["jct-cdf", "{doc}", "--baseline", "x"], "--baseline applies to the summary figure"),
+    ],
+)
+def test_bad_inputs_get_a_clear_error(
+    args: list[str], message: str, docs: dict[str, Path], tmp_path: Path
+) -> None:
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "list.json").write_text("[]")
+    filled = [a.format(doc=docs["fifo"], tmp=tmp_path) for a in args]
+    if "-o" not in filled:
+        filled += ["-o", str(tmp_path / "out.png")]
+    result = run_shock("plot", *filled, cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out.png").exists()
+
+
+def test_a_sweep_that_varies_no_load_is_refused(tmp_path: Path, sweep: Path) -> None:
+    table = (sweep / "runs.csv").read_text().splitlines()
+    header = table[0].split(",")
+    rate = header.index("rate")
+    one_rate = [table[0]] + [line for line in table[1:] if line.split(",")[rate] == "1.0"]
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "runs.csv").write_text("\n".join(one_rate) + "\n")
+    with pytest.raises(InputError, match="varies no load axis"):
+        draw_kind("jct-vs-load", [flat])
+
+
+def test_run_plot_writes_the_single_run_figures(tmp_path: Path) -> None:
+    out = tmp_path / "figures"
+    result = CliRunner().invoke(app, [*SMALL_RUN, "--plot", str(out)])
+    assert result.exit_code == 0, result.output
+    written = sorted(p.name for p in out.iterdir())
+    assert {"jct-cdf.png", "rho-cdf.png"} <= set(written)
+    for path in out.iterdir():
+        assert png_size(path)[0] > 300
+    assert f"{len(written)} figures written" in result.output
