@@ -52,7 +52,7 @@ def comparison_table(runs: Sequence[RunView], baseline: RunView) -> str:
             value = run.metrics.get(key)
             text = "—" if value is None else show(value)
             ratio = metric_ratio(run, baseline, key)
-            if run is not baseline and ratio is not None:
+            if run is not baseline and ratio is not None and key != "jobs":
                 text += f' <span class="ratio">×{ratio:.2f}</span>'
             cells.append(f"<td>{text}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
