@@ -328,3 +328,31 @@ def test_run_plot_writes_the_single_run_figures(tmp_path: Path) -> None:
     for path in out.iterdir():
         assert png_size(path)[0] > 300
     assert f"{len(written)} figures written" in result.output
+
+
+def test_idle_gaps_between_rounds_are_drawn_as_idle(tmp_path: Path) -> None:
+    document = make_document("gap", [100.0, 200.0], [1.0, 1.0], rounds=4)
+    timeline = document["timeline"]
+    assert isinstance(timeline, dict)
+    timeline["rounds"]["time_s"] = [0.0, 360.0, 720.0, 5000.0]
+    timeline["rounds"]["queued"] = [3, 4, 5, 6]
+    figure = draw_kind("queue", [write_document(tmp_path / "gap.json", document)])
+    queued = next(line for line in figure.axes[0].get_lines() if line.get_label() == "queued")
+    x, y = np.asarray(queued.get_xdata()), np.asarray(queued.get_ydata())
+    # Round 3 ends one round length after it starts; nothing waits until 5000 s.
+    assert list(x) == pytest.approx([0, 6, 12, 18, 5000 / 60, 5360 / 60])
+    assert list(y) == [3, 4, 5, 0, 6, 6]
+
+
+def test_long_runs_are_drawn_as_window_averages_that_keep_the_mean(tmp_path: Path) -> None:
+    document = make_document("long", [100.0], [1.0], rounds=2000, round_s=60.0)
+    path = write_document(tmp_path / "long.json", document)
+    figure = draw_kind("utilization", [path])
+    timeline = load_run(path).timeline
+    assert timeline is not None
+    overall = next(line for line in figure.axes[0].get_lines() if line.get_label() == "all GPUs")
+    y = np.asarray(overall.get_ydata())[:-1]
+    assert len(y) == 200
+    expected = 100 * timeline.busy_gpus.sum(axis=1) / timeline.capacity.sum()
+    assert y.mean() == pytest.approx(expected.mean())  # equal windows of equal rounds
+    assert "averaged over" in figure.axes[0].get_title()

@@ -25,21 +25,58 @@ def _rows(
     return figure, axes, timelines, unit
 
 
-def _round_ends(timeline: Timeline) -> np.ndarray:
-    """Step plots need each round's end: the next round's start (the last round repeats the
-    previous round's length)."""
-    times = timeline.time_s
-    if len(times) < 2:
-        return times + 1.0
-    return np.append(times[1:], times[-1] + (times[-1] - times[-2]))
+# Above this many rounds, per-round steps blur into a band: draw time-weighted averages over
+# this many equal windows instead.
+MAX_STEPS = 400
+
+
+def piecewise(timeline: Timeline, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The per-round values as a step function: piece edges (one more than values) and values.
+    A round lasts until the next starts, or one usual round length where the simulation
+    skipped idle time; such gaps hold 0 (nothing ran or waited)."""
+    starts = timeline.time_s
+    if len(starts) == 0:
+        return np.zeros(1), np.zeros(0)
+    gaps = np.diff(starts)
+    length = float(np.median(gaps)) if len(gaps) else 1.0
+    length = length if length > 0 else 1.0
+    ends = np.minimum(np.append(starts[1:], np.inf), starts + length)
+    edges, levels = [float(starts[0])], []
+    for k, value in enumerate(values):
+        edges.append(float(ends[k]))
+        levels.append(float(value))
+        if k + 1 < len(starts) and starts[k + 1] > ends[k]:
+            edges.append(float(starts[k + 1]))
+            levels.append(0.0)
+    return np.array(edges), np.array(levels)
+
+
+def windowed(edges: np.ndarray, levels: np.ndarray, windows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Time-weighted averages of a step function over equal windows (exact: the integral is
+    piecewise linear between the pieces' edges)."""
+    integral = np.concatenate([[0.0], np.cumsum(levels * np.diff(edges))])
+    bounds = np.linspace(edges[0], edges[-1], windows + 1)
+    return bounds, np.diff(np.interp(bounds, edges, integral)) / np.diff(bounds)
 
 
 def _steps(
     axes: Axes, timeline: Timeline, values: np.ndarray, unit: TimeUnit, **style: object
 ) -> object:
-    x = np.append(timeline.time_s, _round_ends(timeline)[-1:]) / unit.seconds
-    y = np.append(values, values[-1:]) if len(values) else values
-    return axes.step(x, y, where="post", **style)  # type: ignore[arg-type]
+    edges, levels = piecewise(timeline, values)
+    if len(levels) > MAX_STEPS:
+        edges, levels = windowed(edges, levels, MAX_STEPS // 2)
+    if len(levels) == 0:
+        return axes.plot([], [], **style)  # type: ignore[arg-type]
+    y = np.append(levels, levels[-1])
+    return axes.step(edges / unit.seconds, y, where="post", **style)  # type: ignore[arg-type]
+
+
+def _averaging_note(timeline: Timeline, unit: TimeUnit) -> str:
+    edges, levels = piecewise(timeline, timeline.queued)
+    if len(levels) <= MAX_STEPS:
+        return ""
+    window = (edges[-1] - edges[0]) / (MAX_STEPS // 2) / unit.seconds
+    return f" (averaged over {window:.3g}-{unit.name[:-1]} windows)"
 
 
 def utilization(runs: Sequence[RunView]) -> Figure:
@@ -56,7 +93,8 @@ def utilization(runs: Sequence[RunView]) -> Figure:
         _steps(axes, timeline, overall, unit, label="all GPUs", color="black", linewidth=2)
         axes.set_ylabel("GPUs busy (%)")
         axes.set_ylim(0, 105)
-        axes.set_title(f"GPU utilisation over time — {run.legend}")
+        note = _averaging_note(timeline, unit)
+        axes.set_title(f"GPU utilisation over time — {run.legend}{note}")
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return figure
@@ -70,7 +108,7 @@ def queue(runs: Sequence[RunView]) -> Figure:
         _steps(axes, timeline, timeline.running, unit, label="running", color="#1f77b4")
         axes.set_ylabel("jobs")
         axes.set_ylim(bottom=0)
-        axes.set_title(f"Queue over time — {run.legend}")
+        axes.set_title(f"Queue over time — {run.legend}{_averaging_note(timeline, unit)}")
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8, loc="upper right")
     return figure
