@@ -356,3 +356,12 @@ def test_long_runs_are_drawn_as_window_averages_that_keep_the_mean(tmp_path: Pat
     expected = 100 * timeline.busy_gpus.sum(axis=1) / timeline.capacity.sum()
     assert y.mean() == pytest.approx(expected.mean())  # equal windows of equal rounds
     assert "averaged over" in figure.axes[0].get_title()
+
+
+def test_the_baseline_may_be_named_by_policy(tmp_path: Path) -> None:
+    first = write_document(tmp_path / "run-a.json", make_document("fifo", [10.0, 20.0], [1, 2]))
+    second = write_document(tmp_path / "run-b.json", make_document("las", [5.0, 10.0], [1, 1.5]))
+    figure = draw_kind("summary", [first, second], baseline="las")
+    assert figure.axes[0].get_ylabel().startswith("relative to run-b (las)")
+    bars = [c for c in figure.axes[0].containers if isinstance(c, BarContainer)]
+    assert bars[0].patches[1].get_height() == pytest.approx(2.0)  # average JCT 15 / 7.5
