@@ -38,7 +38,7 @@ class PageOutline(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.tags: list[str] = []
-        self.rows: list[list[str]] = []
+        self.tables: list[list[list[str]]] = []  # rows of cells, per table
         self.image_sources: list[str] = []
         self.figure_kinds: list[str] = []
         self.urls: list[str] = []
@@ -47,8 +47,10 @@ class PageOutline(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         values = dict(attrs)
         self.tags.append(tag)
-        if tag == "tr":
-            self.rows.append([])
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
         elif tag in ("td", "th"):
             self._cell = []
         elif tag == "img":
@@ -62,7 +64,7 @@ class PageOutline(HTMLParser):
 
     def handle_endtag(self, tag: str) -> None:
         if tag in ("td", "th") and self._cell is not None:
-            self.rows[-1].append("".join(self._cell).strip())
+            self.tables[-1][-1].append("".join(self._cell).strip())
             self._cell = None
 
     def handle_data(self, data: str) -> None:
@@ -117,13 +119,17 @@ def test_the_page_holds_the_table_and_every_figure_inline(report: Path, inputs: 
     assert outline.figure_kinds == EXPECTED_KINDS
     assert all(src.startswith("data:image/") for src in outline.image_sources)
     assert len(outline.image_sources) == len(EXPECTED_KINDS)
-    header, *rows = outline.rows
+    assert len(outline.tables) == 2
+    header, *rows = outline.tables[0]
     assert header[:3] == ["run", "jobs", "average JCT"]
     assert [row[0] for row in rows] == ["fifo", "las", "real (max_min_fairness_perf)"]
     # Ratios to the first run: las's average JCT is 0.8 of fifo's.
     runs = [load_run(p) for p in inputs[:3]]
     ratio = runs[1].metrics["avg_jct_s"] / runs[0].metrics["avg_jct_s"]  # type: ignore[operator]
     assert f"×{ratio:.2f}" in rows[1][2] and "×" not in rows[0][2]
+    setup_header, *setups = outline.tables[1]
+    assert setup_header[:3] == ["run", "policy", "backend"]
+    assert setups[2][1:4] == ["max_min_fairness_perf", "simulator", "highs"]
 
 
 def test_a_report_without_timelines_or_sweeps_leaves_their_figures_out(
@@ -132,13 +138,13 @@ def test_a_report_without_timelines_or_sweeps_leaves_their_figures_out(
     outline = PageOutline()
     outline.feed(build_report([inputs[2]]))
     assert outline.figure_kinds == ["jct-cdf", "rho-cdf"]
-    assert len(outline.rows) == 2
+    assert [len(table) for table in outline.tables] == [2, 2]
 
 
 def test_a_baseline_changes_what_the_ratios_are_to(inputs: list[Path]) -> None:
     outline = PageOutline()
     outline.feed(build_report(inputs[:2], baseline_name="las"))
-    _, fifo, las = outline.rows
+    _, fifo, las = outline.tables[0]
     assert "×" in fifo[2] and "×" not in las[2]
 
 

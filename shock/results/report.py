@@ -17,7 +17,7 @@ from shock.results.figures.kinds import KINDS, load_runs
 from shock.results.figures.style import PNG_DPI
 from shock.results.figures.summary import pick_baseline
 from shock.results.runs import RunView
-from shock.results.table import comparison_table
+from shock.results.table import comparison_table, setup_table
 
 # Figures with many shapes are smaller as PNG than as SVG.
 PNG_ABOVE_JOBS = 400
@@ -28,6 +28,7 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
 table { border-collapse: collapse; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
+table.setup td { text-align: left; font-size: 0.85em; }
 thead th { background: #f0f0f0; }
 .ratio { color: #666; font-size: 0.85em; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
@@ -115,6 +116,8 @@ def build_report(inputs: Sequence[Path], baseline_name: str | None = None) -> st
     if runs and baseline is not None:
         parts.append("<h2>Comparison</h2>")
         parts.append(comparison_table(runs, baseline))
+        parts.append("<h2>Runs</h2>")
+        parts.append(setup_table(runs))
     figures = report_figures(runs, sweeps, baseline)
     if figures:
         parts.append("<h2>Figures</h2>")

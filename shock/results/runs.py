@@ -12,6 +12,8 @@ import numpy as np
 
 from shock.core.errors import InputError
 
+SETUP_KEYS = ("policy", "backend", "solver", "trace", "cluster", "preset", "placement")
+
 
 @dataclass(frozen=True, slots=True)
 class Segment:
@@ -54,6 +56,7 @@ class RunView:
     jct_s: np.ndarray
     ftf_rho: np.ndarray  # NaN where a job had no isolated time
     timeline: Timeline | None
+    setup: dict[str, str]  # how the run was made: backend, solver, trace, cluster, preset, ...
 
     @property
     def legend(self) -> str:
@@ -115,6 +118,7 @@ def run_from_document(document: object, path: Path, label: str | None = None) ->
         jct_s=jct,
         ftf_rho=rho,
         timeline=timeline,
+        setup={key: str(document[key]) for key in SETUP_KEYS if document.get(key) is not None},
     )
 
 

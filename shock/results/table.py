@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Sequence
 
-from shock.results.runs import RunView
+from shock.results.runs import SETUP_KEYS, RunView
 
 
 def _hours(value: float) -> str:
@@ -41,6 +41,21 @@ def metric_ratio(run: RunView, baseline: RunView, key: str) -> float | None:
     if value is None or reference is None or reference == 0:
         return None
     return value / reference
+
+
+def setup_table(runs: Sequence[RunView]) -> str:
+    """How each run was made, one row per run."""
+    head = "".join(f"<th>{key}</th>" for key in SETUP_KEYS)
+    rows = "".join(
+        f"<tr><td>{html.escape(run.legend)}</td>"
+        + "".join(f"<td>{html.escape(run.setup.get(key, '—'))}</td>" for key in SETUP_KEYS)
+        + "</tr>"
+        for run in runs
+    )
+    return (
+        f'<table class="setup"><thead><tr><th>run</th>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
+    )
 
 
 def comparison_table(runs: Sequence[RunView], baseline: RunView) -> str:
