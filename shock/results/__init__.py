@@ -1,1 +1,0 @@
-"""Reading results documents and turning them into tables, figures and reports."""
