@@ -42,6 +42,7 @@ from shock.core.metrics import JobRecord, RunCounters, compute_metrics
 from shock.core.model import Cluster, JobSpec
 from shock.core.results import RunResult
 from shock.core.run import RunConfig, RunRequest
+from shock.core.timeline import TimelineRecorder
 
 _log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ class Engine:
         self.rules: BatchSizeRules | None = None
         self._by_id = {job.job_id: job for job in self.jobs}
         self.now = 0.0  # the engine's time as of its last decision
+        self.timeline: TimelineRecorder | None = None  # set once the cluster is known
 
     # Set-up.
 
@@ -129,6 +131,7 @@ class Engine:
     def _prepare(self, cluster: Cluster) -> Mechanism:
         mechanism = self._build_mechanism(cluster)
         self.mechanism = mechanism
+        self.timeline = TimelineRecorder(cluster)
         source = self.request.trace.source
         registry = self.request.registry
         table = mechanism.table
@@ -181,6 +184,8 @@ class Engine:
         executor = self.executor
         jobs = self.jobs
         hooks = self.hooks
+        timeline = self.timeline
+        assert timeline is not None
         plan: RoundPlan | None = None
         planned: list[Assignment] = []
         idle_rounds = 0
@@ -251,6 +256,11 @@ class Engine:
             idle_rounds = 0
             self.rounds += 1
             planned = assignments
+            timeline.round_planned(
+                now,
+                len(mechanism.active),
+                self.stats_base.solver_seconds + mechanism.stats.solver_seconds,
+            )
             plan = RoundPlan(
                 self.rounds,
                 now,
@@ -272,9 +282,12 @@ class Engine:
 
     def _admit_arrived(self, mechanism: Mechanism, now: float) -> None:
         jobs = self.jobs
+        timeline = self.timeline
+        assert timeline is not None
         while self.next_arrival < len(jobs) and jobs[self.next_arrival].arrival_time <= now:
             job = jobs[self.next_arrival]
             state = mechanism.admit(job)
+            timeline.job_admitted(job)
             alone = self.whole_epochs_alone.get(job.job_id)
             if alone is None:
                 schedule = self.schedules.get(job.job_id)
@@ -417,6 +430,17 @@ class Engine:
         if rules is not None:
             rules.at_round_end(mechanism)
         self.busy_gpu_seconds = busy
+        timeline = self.timeline
+        assert timeline is not None
+        timeline.round_ran(planned, report.units, mechanism.worker_types)
+        if self.schedules or report.batch_size_changes:
+            # Only jobs whose batch size may change are looked at (none in a static trace).
+            schedules = self.schedules
+            timeline.batch_sizes_seen(
+                report.end_s,
+                (m for a in planned for m in a.unit.members if m.job_id in schedules),
+                report.batch_size_changes,
+            )
 
     def _finished(self, state: JobState, finish: float) -> None:
         job = state.spec
@@ -500,6 +524,8 @@ class Engine:
         base.allocations += stats.allocations
         base.solver_seconds += stats.solver_seconds
         new = self._build_mechanism(cluster)
+        if self.timeline is not None:
+            self.timeline.cluster_changed(cluster)
         if not self.capabilities.measures_rates:
             new.table = old.table
         self._restore_into(new, state)
@@ -611,6 +637,7 @@ class Engine:
             adaptation_rules=(
                 self.config.adaptation_rules if self.capabilities.simulates_jobs else "harness"
             ),
+            timeline=None if self.timeline is None else self.timeline.timeline(),
         )
 
 

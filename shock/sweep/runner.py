@@ -85,6 +85,7 @@ def _generate_trace(cell: Cell) -> None:
 
 def run_cell(cell: Cell, out_dir: Path) -> CellOutcome:
     """Run one cell (in a worker process); any error becomes a failed outcome."""
+    from shock.core.results import document_text
     from shock.core.runner import run
 
     started = time.perf_counter()
@@ -93,9 +94,7 @@ def run_cell(cell: Cell, out_dir: Path) -> CellOutcome:
             _generate_trace(cell)
         result = run(cell.run_options())
         document = result.to_document()
-        _write_atomically(
-            cell_path(out_dir, cell.key), json.dumps(document, indent=2, allow_nan=False) + "\n"
-        )
+        _write_atomically(cell_path(out_dir, cell.key), document_text(document))
     except Exception as exc:  # a cell's failure is recorded, never fatal
         message = str(exc) if isinstance(exc, ShockError) else f"{type(exc).__name__}: {exc}"
         return CellOutcome(cell.key, FAILED, message, time.perf_counter() - started)

@@ -1,0 +1,264 @@
+"""What happened over a run, round by round and job by job, for plots and reports.
+
+The engine feeds a `TimelineRecorder` as it runs (every backend gets the same timeline); the
+recorder keeps only what the results document's `"timeline"` key needs (docs/results.md):
+
+- per round, columnar: its start, GPUs busy per worker type, jobs queued and running, and the
+  allocation solve time spent before it;
+- per job: (start, end, worker type, GPUs) segments, consecutive rounds on the same worker
+  type and GPU count merged into one, and its batch sizes over time.
+
+It runs inside the engine's loop, once per round over the round's units, so it is written for
+speed: plain lists, no per-unit objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from shock.core.model import batch_size_of
+
+if TYPE_CHECKING:
+    from shock.core.executor import BatchSizeChange, UnitProgress
+    from shock.core.mechanism import Assignment, JobState
+    from shock.core.model import Cluster, JobSpec
+
+# Decimals kept for times and durations: milliseconds, so a 5,600-job document stays small.
+TIME_DECIMALS = 3
+
+# One job's running segment while it is being recorded: [start, end, worker-type column, GPUs].
+_Segment = list[float]
+
+
+@dataclass(frozen=True, slots=True)
+class Rounds:
+    """Columnar per-round samples (one entry per round in every list)."""
+
+    time_s: tuple[float, ...]
+    busy_gpus: tuple[tuple[int, ...], ...]  # per worker type, in `Timeline.worker_types` order
+    queued: tuple[int, ...]  # admitted, not running in the round
+    running: tuple[int, ...]
+    solve_s: tuple[float, ...]  # allocation solve time spent before the round (0: reused)
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    start_s: float
+    end_s: float
+    worker_type: str
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobTimeline:
+    job_id: int
+    job_type: str  # as the job arrived (its first batch size)
+    scale_factor: int
+    segments: tuple[Segment, ...]
+    # (time, batch size): the starting one, then one per change; empty when the job type
+    # names no batch size.
+    batch_sizes: tuple[tuple[float, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    worker_types: tuple[str, ...]
+    capacity: tuple[int, ...]  # GPUs per worker type (the most the cluster had)
+    rounds: Rounds
+    jobs: tuple[JobTimeline, ...]
+
+    def to_json(self) -> dict[str, object]:
+        def t(value: float) -> float:
+            return round(value, TIME_DECIMALS)
+
+        rounds = self.rounds
+        return {
+            "worker_types": list(self.worker_types),
+            "capacity": list(self.capacity),
+            "rounds": {
+                "time_s": [t(v) for v in rounds.time_s],
+                "busy_gpus": [list(b) for b in rounds.busy_gpus],
+                "queued": list(rounds.queued),
+                "running": list(rounds.running),
+                "solve_s": [round(v, 6) for v in rounds.solve_s],
+            },
+            "jobs": [
+                {
+                    "id": job.job_id,
+                    "job_type": job.job_type,
+                    "scale_factor": job.scale_factor,
+                    "segments": [
+                        [t(s.start_s), t(s.end_s), s.worker_type, s.gpus] for s in job.segments
+                    ],
+                    "batch_sizes": [[t(time), size] for time, size in job.batch_sizes],
+                }
+                for job in self.jobs
+            ],
+        }
+
+
+class _JobTrack:
+    """A job's timeline while it is recorded."""
+
+    __slots__ = ("batch_sizes", "job_type", "last_round", "scale_factor", "segments")
+
+    def __init__(self, job_type: str, scale_factor: int, arrival_s: float) -> None:
+        self.job_type = job_type
+        self.scale_factor = scale_factor
+        self.segments: list[_Segment] = []
+        self.last_round = -2  # the last round it ran in (the first round's "previous" is -1)
+        size = batch_size_of(job_type)
+        self.batch_sizes: list[tuple[float, int]] = [] if size is None else [(arrival_s, size)]
+
+    @classmethod
+    def of(cls, job: JobSpec) -> _JobTrack:
+        return cls(job.job_type, job.scale_factor, job.arrival_time)
+
+
+class TimelineRecorder:
+    """Fed by the engine: `job_admitted`, `round_planned` then `round_ran` per round,
+    `batch_sizes_seen` after a round that may have changed batch sizes."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.worker_types: list[str] = []
+        self.capacity: list[int] = []
+        self._columns: dict[str, int] = {}
+        self.cluster_changed(cluster)
+        self._jobs: dict[int, _JobTrack] = {}
+        self._time_s: list[float] = []
+        self._busy: list[list[int]] = []
+        self._queued: list[int] = []
+        self._running: list[int] = []
+        self._solve_s: list[float] = []
+        self._solver_total_s = 0.0
+        self._pending: tuple[float, int, float] | None = None
+
+    def cluster_changed(self, cluster: Cluster) -> None:
+        """Worker types the cluster gained get a column; capacity is the most seen."""
+        for worker_type in cluster.worker_types:
+            count = cluster.gpus_per_type[worker_type]
+            column = self._columns.get(worker_type)
+            if column is None:
+                self._columns[worker_type] = len(self.worker_types)
+                self.worker_types.append(worker_type)
+                self.capacity.append(count)
+            elif count > self.capacity[column]:
+                self.capacity[column] = count
+
+    def job_admitted(self, job: JobSpec) -> None:
+        self._jobs[job.job_id] = _JobTrack.of(job)
+
+    def round_planned(self, start_s: float, active_jobs: int, solver_total_s: float) -> None:
+        """A round was planned at `start_s` with `active_jobs` admitted and unfinished;
+        `solver_total_s` is the run's solve time so far."""
+        self._pending = (start_s, active_jobs, solver_total_s - self._solver_total_s)
+        self._solver_total_s = solver_total_s
+
+    def round_ran(
+        self,
+        planned: Sequence[Assignment],
+        progress: Sequence[UnitProgress],
+        worker_types: Sequence[str],
+    ) -> None:
+        """The planned round ran: its samples and each job's segment. `worker_types` are
+        the mechanism's columns (the assignments' `column` indexes them)."""
+        pending = self._pending
+        if pending is None:
+            return
+        self._pending = None
+        start, active, solve = pending
+        index = len(self._time_s)
+        previous = index - 1
+        columns = self._columns
+        # The mechanism's column -> the timeline's (they differ only after a resize).
+        to_column = [columns[w] for w in worker_types]
+        busy = [0] * len(self.worker_types)
+        running = 0
+        jobs = self._jobs
+        for assignment, unit_progress in zip(planned, progress, strict=True):
+            # Unpacked at once: cheaper than named-tuple attributes on this hot path.
+            unit, column, _, gpu_ids, _, _, _ = assignment
+            _, stopped, exec_s = unit_progress
+            gpus = len(gpu_ids)
+            column = to_column[column]
+            busy[column] += gpus
+            held_until = start + exec_s
+            members = unit.members
+            running += len(members)
+            for position, member in enumerate(members):
+                # A member that finished early stops holding its GPUs then.
+                end = stopped[position]
+                if end > held_until or end < start:
+                    end = held_until
+                track = jobs.get(member.job_id)
+                if track is None:  # admitted before a restore: recorded from here on
+                    track = jobs[member.job_id] = _JobTrack.of(member.spec)
+                segments = track.segments
+                if track.last_round == previous:
+                    last = segments[-1]
+                    if last[2] == column and last[3] == gpus:
+                        last[1] = end
+                        track.last_round = index
+                        continue
+                segments.append([start, end, column, gpus])
+                track.last_round = index
+        self._time_s.append(start)
+        self._busy.append(busy)
+        self._queued.append(active - running)
+        self._running.append(running)
+        self._solve_s.append(solve)
+
+    def batch_sizes_seen(
+        self,
+        time_s: float,
+        jobs: Iterable[JobState],
+        changes: Iterable[BatchSizeChange] = (),
+    ) -> None:
+        """Record each job's batch size where it differs from the last one recorded: the
+        engine's states (simulated adaptation) and the changes real jobs reported."""
+        tracks = self._jobs
+        for state in jobs:
+            track = tracks.get(state.job_id)
+            if track is not None:
+                _note_batch_size(track, time_s, state.spec.job_type)
+        for change in changes:
+            track = tracks.get(change.job_id)
+            if track is not None:
+                _note_batch_size(track, time_s, change.job_type)
+
+    def timeline(self) -> Timeline:
+        worker_types = tuple(self.worker_types)
+        width = len(worker_types)
+        rounds = Rounds(
+            time_s=tuple(self._time_s),
+            # Rounds sampled before the cluster gained a worker type get its column as 0.
+            busy_gpus=tuple(tuple(b) + (0,) * (width - len(b)) for b in self._busy),
+            queued=tuple(self._queued),
+            running=tuple(self._running),
+            solve_s=tuple(self._solve_s),
+        )
+        jobs = tuple(
+            JobTimeline(
+                job_id,
+                track.job_type,
+                track.scale_factor,
+                tuple(
+                    Segment(start, end, worker_types[int(column)], int(gpus))
+                    for start, end, column, gpus in track.segments
+                ),
+                tuple(track.batch_sizes),
+            )
+            for job_id, track in sorted(self._jobs.items())
+        )
+        return Timeline(worker_types, tuple(self.capacity), rounds, jobs)
+
+
+def _note_batch_size(track: _JobTrack, time_s: float, job_type: str) -> None:
+    size = batch_size_of(job_type)
+    if size is None:
+        return
+    sizes = track.batch_sizes
+    if not sizes or sizes[-1][1] != size:
+        sizes.append((time_s, size))
