@@ -4,13 +4,14 @@ inputs get a clear error."""
 from __future__ import annotations
 
 import csv
+import json
 import struct
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 import pytest
-from matplotlib.collections import PathCollection
+from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from results_documents import make_document, write_document
@@ -18,7 +19,7 @@ from shock_cli import run_shock
 from typer.testing import CliRunner
 
 from shock.cli.app import app
-from shock.core.errors import InputError
+from shock.core.errors import InputError, ShockError
 from shock.core.runner import bundled_trace_path
 from shock.results.figures.kinds import KINDS, draw_kind
 from shock.results.figures.load import load_series
@@ -26,6 +27,12 @@ from shock.results.figures.summary import SUMMARY_METRICS
 from shock.results.runs import load_run
 
 SMALL_RUN = ["run", "--quiet", "--trace", str(bundled_trace_path("small_test.trace"))]
+# Shockwave's bundled dynamic trace: a few hundred rounds, jobs that change their batch size.
+SHOCKWAVE_RUN = [
+    "run", "--quiet", "--preset", "shockwave", "--cluster", "64:0:0",
+    "--trace", str(bundled_trace_path("shockwave_220_multigpu_dynamic.trace")),
+    "--throughputs", str(bundled_trace_path().parents[1] / "shockwave_wisr_throughputs.json"),
+]
 SWEEP_SPEC = """
 [base]
 cluster = "2:2:2"
@@ -55,28 +62,27 @@ def svg_root(path: Path) -> ET.Element:
 
 @pytest.fixture(scope="module")
 def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real `shock run --json` documents, timelines included: FIFO and LAS."""
     root = tmp_path_factory.mktemp("docs")
-    hours = [3600.0 * (i + 1) for i in range(12)]
-    return {
-        "fifo": write_document(
-            root / "fifo.json",
-            make_document("fifo", hours, [1.0 + i / 5 for i in range(12)], rounds=40),
-        ),
-        "las": write_document(
-            root / "las.json",
-            make_document(
-                "las", [h / 2 for h in hours], [0.8 + i / 10 for i in range(12)], rounds=30, seed=3
-            ),
-        ),
-    }
+    paths = {"fifo": root / "fifo.json", "las": root / "las.json"}
+    for name, policy in (("fifo", "fifo"), ("las", "max_min_fairness")):
+        result = CliRunner().invoke(
+            app, [*SHOCKWAVE_RUN, "--policy", policy, "--json", str(paths[name])]
+        )
+        assert result.exit_code == 0, result.output
+        assert load_run(paths[name]).timeline is not None
+    return paths
 
 
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real `shock run --json` document (no timeline yet)."""
+    """A real `shock run --json` document without its timeline, as older versions wrote it."""
     path = tmp_path_factory.mktemp("real") / "real.json"
     result = CliRunner().invoke(app, [*SMALL_RUN, "--json", str(path)])
     assert result.exit_code == 0, result.output
+    document = json.loads(path.read_text())
+    del document["timeline"]
+    path.write_text(json.dumps(document))
     return path
 
 
@@ -128,15 +134,15 @@ def test_jct_cdf_has_one_line_per_run_ending_at_one(docs: dict[str, Path]) -> No
     figure = draw_kind("jct-cdf", [docs["fifo"], docs["las"]])
     axes = figure.axes[0]
     lines = axes.get_lines()
-    assert [line.get_label() for line in lines] == ["fifo", "las"]
-    assert _legend(figure) == ["fifo", "las"]
+    assert [line.get_label() for line in lines] == ["fifo", "las (max_min_fairness)"]
+    assert _legend(figure) == ["fifo", "las (max_min_fairness)"]
     for line, name in zip(lines, ("fifo", "las"), strict=True):
         run = load_run(docs[name])
         x, y = line.get_xydata().T
         # Hours: the longest job takes 12 h.
-        assert np.allclose(x, np.sort(run.jct_s) / 3600)
+        assert len(x) == 220 and np.allclose(x, np.sort(run.jct_s) / 3600)
         assert y[-1] == pytest.approx(1.0) and np.all(np.diff(y) > 0)
-    assert "hours" in axes.get_xlabel()
+    assert "hours" in axes.get_xlabel()  # the longest jobs take hours
 
 
 def test_rho_cdf_skips_jobs_without_a_rho_and_marks_fairness(tmp_path: Path) -> None:
@@ -152,7 +158,7 @@ def test_summary_bars_are_the_metric_ratios_to_the_baseline(docs: dict[str, Path
     for baseline in ("fifo", "las"):
         figure = draw_kind("summary", [docs["fifo"], docs["las"]], baseline=baseline)
         bars = [c for c in figure.axes[0].containers if isinstance(c, BarContainer)]
-        assert [c.get_label() for c in bars] == ["fifo", "las"]
+        assert [c.get_label() for c in bars] == ["fifo", "las (max_min_fairness)"]
         for container, name in zip(bars, ("fifo", "las"), strict=True):
             heights = [patch.get_height() for patch in container.patches]
             expected = [
@@ -165,8 +171,8 @@ def test_summary_bars_are_the_metric_ratios_to_the_baseline(docs: dict[str, Path
 
 
 def test_summary_baseline_by_policy_and_unknown_baseline(docs: dict[str, Path]) -> None:
-    by_stem = draw_kind("summary", [docs["fifo"], docs["las"]], baseline="las")
-    assert "las" in by_stem.axes[0].get_ylabel()
+    by_policy = draw_kind("summary", [docs["fifo"], docs["las"]], baseline="max_min_fairness")
+    assert by_policy.axes[0].get_ylabel().startswith("relative to las (max_min_fairness)")
     with pytest.raises(InputError, match=r"no run named 'nope'.*fifo, las"):
         draw_kind("summary", [docs["fifo"], docs["las"]], baseline="nope")
 
@@ -188,11 +194,13 @@ def test_utilization_has_a_line_per_worker_type_and_the_overall_share(
     timeline = run.timeline
     assert timeline is not None
     lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
-    assert set(lines) == {"k80", "p100", "v100", "all GPUs"}
+    assert set(lines) == {*timeline.worker_types, "all GPUs"}
     overall = 100 * timeline.busy_gpus.sum(axis=1) / timeline.capacity.sum()
     assert np.allclose(lines["all GPUs"].get_ydata()[:-1], overall)
-    v100 = 100 * timeline.busy_gpus[:, 2] / timeline.capacity[2]
-    assert np.allclose(lines["v100"].get_ydata()[:-1], v100)
+    for w, name in enumerate(timeline.worker_types):
+        share = 100 * timeline.busy_gpus[:, w] / timeline.capacity[w]
+        assert np.allclose(lines[name].get_ydata()[:-1], share)
+    assert 0 < overall.max() <= 100
 
 
 def test_queue_draws_queued_and_running(docs: dict[str, Path]) -> None:
@@ -212,8 +220,28 @@ def test_solve_time_marks_only_the_rounds_that_solved(docs: dict[str, Path]) -> 
         timeline = load_run(docs[name]).timeline
         assert timeline is not None
         solved = timeline.solve_s > 0
-        assert len(line.get_xdata()) == int(solved.sum())
-        assert np.allclose(line.get_ydata(), timeline.solve_s[solved] * 1000)
+        scale = 1000 if "(ms)" in figure.axes[0].get_ylabel() else 1
+        assert 0 < len(line.get_xdata()) == int(solved.sum()) < len(timeline.solve_s)
+        assert np.allclose(line.get_ydata(), timeline.solve_s[solved] * scale)
+
+
+def gantt_bars(figure: Figure) -> dict[str, list[tuple[int, float]]]:
+    """Each legend entry's bars as (job id, length in seconds), in the drawn order."""
+    axes = figure.axes[0]
+    ticks = zip(axes.get_yticks(), axes.get_yticklabels(), strict=True)
+    labels = {round(tick): int(text.get_text()) for tick, text in ticks}
+    unit = axes.get_xlabel().split("(")[1].rstrip(")")
+    scale = {"hours": 3600.0, "minutes": 60.0, "seconds": 1.0}[unit]
+    bars: dict[str, list[tuple[int, float]]] = {}
+    for collection in axes.collections:
+        if isinstance(collection, PolyCollection):
+            for path in collection.get_paths():
+                (x0, y0), (x1, y1) = path.vertices.min(axis=0), path.vertices.max(axis=0)
+                row = round((y0 + y1) / 2)
+                bars.setdefault(str(collection.get_label()), []).append(
+                    (labels.get(row, row), (x1 - x0) * scale)
+                )
+    return bars
 
 
 def test_gantt_draws_every_segment_by_worker_type_and_each_batch_size_change(
@@ -226,14 +254,37 @@ def test_gantt_draws_every_segment_by_worker_type_and_each_batch_size_change(
     jobs[0]["arrival_s"], jobs[3]["arrival_s"] = 300.0, 0.0
     figure = draw_kind("gantt", [write_document(tmp_path / "g.json", document)])
     axes = figure.axes[0]
-    bars = {c.get_label(): c for c in axes.containers if isinstance(c, BarContainer)}
+    bars = gantt_bars(figure)
     assert set(bars) == {"waiting", "on v100", "on k80"}
-    assert len(bars["on v100"].patches) == 4 and len(bars["on k80"].patches) == 4
+    # Each job's first segment (on v100) lasts a third of its JCT; rows in arrival order.
+    assert [job for job, _ in bars["on v100"]] == [3, 1, 2, 0]
+    assert [length for _, length in bars["on v100"]] == pytest.approx([700 / 3, 300, 100, 500 / 3])
+    assert len(bars["on k80"]) == 4
     assert [t.get_text() for t in axes.get_yticklabels()] == ["3", "1", "2", "0"]
     markers = [c for c in axes.collections if isinstance(c, PathCollection)]
     # Jobs 0 and 3 change their batch size once each.
     assert sum(len(c.get_offsets()) for c in markers) == 2
     assert "batch size change" in _legend(figure)
+
+
+def test_gantt_of_a_real_run_draws_its_segments_and_batch_size_changes(
+    docs: dict[str, Path],
+) -> None:
+    run = load_run(docs["las"])
+    assert run.timeline is not None
+    figure = draw_kind("gantt", [docs["las"]])
+    axes = figure.axes[0]
+    bars = gantt_bars(figure)
+    segments: dict[str, int] = {}
+    for job in run.timeline.jobs:
+        for segment in job.segments:
+            name = f"on {segment.worker_type}"
+            segments[name] = segments.get(name, 0) + 1
+    assert {k: len(v) for k, v in bars.items() if k != "waiting"} == segments
+    assert len(bars["waiting"]) == 220
+    changes = sum(len(job.batch_sizes) - 1 for job in run.timeline.jobs)
+    markers = [c for c in axes.collections if isinstance(c, PathCollection)]
+    assert changes > 0 and sum(len(c.get_offsets()) for c in markers) == changes
 
 
 def test_gantt_stays_readable_for_hundreds_of_jobs(tmp_path: Path) -> None:
@@ -264,17 +315,30 @@ def test_jct_vs_load_is_the_mean_over_seeds_per_policy(sweep: Path) -> None:
     assert list(lines[0].get_xdata()) == [1.0, 3.0]
 
 
+def plot_error(*args: str) -> str:
+    """The error `shock plot ARGS` stops with (in-process; the CLI prints it as `error: ...`)."""
+    result = CliRunner().invoke(app, ["plot", *args])
+    assert isinstance(result.exception, ShockError), result.output
+    return " ".join(str(result.exception).split())
+
+
 def test_a_timeline_kind_on_a_document_without_one_says_so(real_run: Path, tmp_path: Path) -> None:
-    for kind in ("utilization", "queue", "gantt", "solve-time"):
-        result = run_shock("plot", kind, str(real_run), "-o", str(tmp_path / "x.png"), cwd=tmp_path)
-        assert result.returncode == 2
-        assert "needs the run's timeline" in result.stderr and "real.json" in result.stderr
-        assert "Traceback" not in result.stderr
+    # As a user sees it: one line, exit status 2, no traceback.
+    result = run_shock(
+        "plot", "utilization", str(real_run), "-o", str(tmp_path / "x.png"), cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    assert "needs the run's timeline" in result.stderr and "real.json" in result.stderr
+    for kind in ("queue", "gantt", "solve-time"):
+        message = plot_error(kind, str(real_run), "-o", str(tmp_path / "x.png"))
+        assert f"the '{kind}' figure needs the run's timeline" in message
+    assert not (tmp_path / "x.png").exists()
     # The distributions need no timeline.
     svg = tmp_path / "x.svg"
-    result = run_shock("plot", "jct-cdf", str(real_run), "-o", str(svg), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    svg_root(tmp_path / "x.svg")
+    result = CliRunner().invoke(app, ["plot", "jct-cdf", str(real_run), "-o", str(svg)])
+    assert result.exit_code == 0, result.output
+    svg_root(svg)
 
 
 @pytest.mark.parametrize(
@@ -283,8 +347,8 @@ def test_a_timeline_kind_on_a_document_without_one_says_so(real_run: Path, tmp_p
         (["histogram", "{doc}"], "unknown figure kind 'histogram'; the kinds: jct-cdf, rho-cdf"),
         (["jct-cdf", "{doc}", "-o", "{tmp}/f.jpg"], "use a .png or .svg file"),
         (["jct-cdf", "{tmp}/missing.json"], "missing.json: no such file"),
-        (["jct-cdf", "{tmp}/bad.json"], "bad.json: not a JSON results document"),
-        (["jct-cdf", "{tmp}/list.json"], "list.json: expected a JSON object"),
+        (["jct-cdf", "{tmp}/bad.json"], "bad.json: not JSON"),
+        (["jct-cdf", "{tmp}/list.json"], "list.json: not a shock results document"),
         (["jct-cdf", "{tmp}"], "reads results documents"),
         (["jct-vs-load", "{doc}"], "reads sweep directories"),
         (["jct-vs-load", "{tmp}"], "no runs.csv here"),
@@ -300,10 +364,7 @@ def test_bad_inputs_get_a_clear_error(
     filled = [a.format(doc=docs["fifo"], tmp=tmp_path) for a in args]
     if "-o" not in filled:
         filled += ["-o", str(tmp_path / "out.png")]
-    result = run_shock("plot", *filled, cwd=tmp_path)
-    assert result.returncode == 2
-    assert message in " ".join(result.stderr.split())
-    assert "Traceback" not in result.stderr
+    assert message in plot_error(*filled)
     assert not (tmp_path / "out.png").exists()
 
 

@@ -32,15 +32,17 @@ MAX_STEPS = 400
 
 def piecewise(timeline: Timeline, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The per-round values as a step function: piece edges (one more than values) and values.
-    A round lasts until the next starts, or one usual round length where the simulation
-    skipped idle time; such gaps hold 0 (nothing ran or waited)."""
+    A round lasts until the next starts, or one usual round length where the next starts
+    much later (the simulation skipped idle time); such gaps hold 0 (nothing ran or waited)."""
     starts = timeline.time_s
     if len(starts) == 0:
         return np.zeros(1), np.zeros(0)
     gaps = np.diff(starts)
     length = float(np.median(gaps)) if len(gaps) else 1.0
     length = length if length > 0 else 1.0
-    ends = np.minimum(np.append(starts[1:], np.inf), starts + length)
+    # Rounds vary a little (rounded times, a round cut short): only a long pause is a gap.
+    following = np.append(starts[1:], np.inf)
+    ends = np.where(following > starts + 1.5 * length, starts + length, following)
     edges, levels = [float(starts[0])], []
     for k, value in enumerate(values):
         edges.append(float(ends[k]))
