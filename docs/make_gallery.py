@@ -46,6 +46,9 @@ def main() -> None:
         runs = {policy: work / f"{policy}.json" for policy in POLICIES}
         for policy, path in runs.items():
             shock("run", "--quiet", "--policy", policy, *RUN, "--json", str(path))
+        # Gavel's 96-job trace on its heterogeneous cluster (K80, P100, V100) for utilisation.
+        gavel = work / "gavel_las.json"
+        shock("run", "--quiet", "--preset", "gavel", "--json", str(gavel))
         spec = work / "load.toml"
         spec.write_text(SWEEP_SPEC)
         shock("sweep", str(spec), "--out", str(work / "load"), "--quiet")
@@ -56,7 +59,7 @@ def main() -> None:
             "jct-cdf": all_runs,
             "rho-cdf": all_runs,
             "summary": [*all_runs, "--baseline", "max_min_fairness"],
-            "utilization": [str(runs["shockwave"])],
+            "utilization": [str(gavel)],
             "queue": [str(runs["shockwave"]), str(runs["fifo"])],
             "gantt": [str(runs["shockwave"])],
             "solve-time": all_runs,

@@ -194,13 +194,26 @@ def test_utilization_has_a_line_per_worker_type_and_the_overall_share(
     timeline = run.timeline
     assert timeline is not None
     lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
-    assert set(lines) == {*timeline.worker_types, "all GPUs"}
+    # One GPU type (64 V100s): its line is the overall one, drawn once.
+    assert timeline.worker_types == ("v100",)
+    assert set(lines) == {"all GPUs (v100)"}
+    overall = 100 * timeline.busy_gpus.sum(axis=1) / timeline.capacity.sum()
+    assert np.allclose(lines["all GPUs (v100)"].get_ydata()[:-1], overall)
+    assert 0 < overall.max() <= 100
+
+
+def test_utilization_on_a_mixed_cluster_has_a_line_per_worker_type(tmp_path: Path) -> None:
+    path = write_document(tmp_path / "mixed.json", make_document("m", [1.0], [1.0], rounds=20))
+    figure = draw_kind("utilization", [path])
+    timeline = load_run(path).timeline
+    assert timeline is not None
+    lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
+    assert set(lines) == {"k80", "p100", "v100", "all GPUs"}
     overall = 100 * timeline.busy_gpus.sum(axis=1) / timeline.capacity.sum()
     assert np.allclose(lines["all GPUs"].get_ydata()[:-1], overall)
     for w, name in enumerate(timeline.worker_types):
         share = 100 * timeline.busy_gpus[:, w] / timeline.capacity[w]
         assert np.allclose(lines[name].get_ydata()[:-1], share)
-    assert 0 < overall.max() <= 100
 
 
 def test_queue_draws_queued_and_running(docs: dict[str, Path]) -> None:

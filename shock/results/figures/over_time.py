@@ -86,13 +86,17 @@ def utilization(runs: Sequence[RunView]) -> Figure:
     figure, rows, timelines, unit = _rows(runs, "utilization")
     for axes, run, timeline in zip(rows, runs, timelines, strict=True):
         colours = worker_colours(timeline.worker_types)
-        for w, name in enumerate(timeline.worker_types):
-            if timeline.capacity[w] <= 0:
-                continue
+        present = [w for w in range(len(timeline.worker_types)) if timeline.capacity[w] > 0]
+        # On a cluster of one GPU type its line is the overall one: draw it once.
+        for w in present if len(present) > 1 else ():
+            name = timeline.worker_types[w]
             share = 100 * timeline.busy_gpus[:, w] / timeline.capacity[w]
             _steps(axes, timeline, share, unit, label=name, color=colours[name], linewidth=1)
         overall = 100 * timeline.busy_gpus.sum(axis=1) / max(timeline.capacity.sum(), 1.0)
-        _steps(axes, timeline, overall, unit, label="all GPUs", color="black", linewidth=2)
+        label = "all GPUs"
+        if len(present) == 1:
+            label += f" ({timeline.worker_types[present[0]]})"
+        _steps(axes, timeline, overall, unit, label=label, color="black", linewidth=2)
         axes.set_ylabel("GPUs busy (%)")
         axes.set_ylim(0, 105)
         note = _averaging_note(timeline, unit)
@@ -138,7 +142,12 @@ def solve_time(runs: Sequence[RunView]) -> Figure:
     axes.set_title("Allocation solve time per round")
     axes.set_xlabel(unit.label("time"))
     axes.set_ylabel("solve time (ms)" if in_ms else "solve time (s)")
-    axes.set_ylim(bottom=0)
+    positive = [t.solve_s[t.solve_s > 0] for t in timelines]
+    smallest = min((float(p.min()) for p in positive if len(p)), default=0.0)
+    if smallest > 0 and largest / smallest > 100:
+        axes.set_yscale("log")  # runs orders of magnitude apart stay readable side by side
+    else:
+        axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     return figure
