@@ -26,6 +26,9 @@ from cluster_procs import (
     wait_for,
     write_trace,
 )
+from timeline_checks import check_timeline
+
+from shock.results.document import load_result
 
 pytestmark = pytest.mark.slow
 TOKEN = "test-token-123"
@@ -85,6 +88,17 @@ def test_six_jobs_on_two_workers_complete_with_preemption_and_resume(tmp_path: P
     assert document["metrics"]["rounds"] >= 2
     assert_all_complete_once(state_dir, LONG_JOBS)
     runs = runs_by_job(state_dir)
+    # The engine's timeline on real workers: consistent with the records, and a job the
+    # journal shows resumed has several segments.
+    result = load_result(json_path)
+    check_timeline(result)
+    assert result.timeline is not None
+    assert len(result.timeline.rounds.time_s) == document["metrics"]["rounds"]
+    assert result.timeline.capacity == (4,)
+    segments = {job.job_id: job.segments for job in result.timeline.jobs}
+    assert all(segments[job_id] for job_id in range(6))
+    resumed_ids = [job_id for job_id, job_runs in runs.items() if any(r[2] for r in job_runs)]
+    assert any(len(segments[job_id]) > 1 for job_id in resumed_ids)
     # Preempted in one round and resumed from its checkpoint in a later one (moving across
     # workers is certain in the killed-worker test below).
     resumed = [job_id for job_id, job_runs in runs.items() if any(r[2] for r in job_runs)]

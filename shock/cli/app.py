@@ -15,15 +15,17 @@ from shock.cli.backend_args import RunCommand, extra_option_items
 from shock.cli.bench_commands import bench_app
 from shock.cli.cluster_commands import serve_command, worker_command
 from shock.cli.cluster_list_commands import clusters_command
+from shock.cli.compare_commands import compare_command
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.plot_commands import plot_command, report_command
 from shock.cli.profile_commands import profile_command
-from shock.cli.progress import ProgressObserver
+from shock.cli.progress import ProgressObserver, wants_progress
 from shock.cli.sweep_commands import sweep_command
 from shock.cli.synergy_commands import synergy_trace_command
 from shock.cli.trace_commands import trace_app
 from shock.core.errors import ShockError
 from shock.core.plugins import default_registry
+from shock.core.results import document_text
 from shock.core.runner import DEFAULT_CLUSTER, DEFAULT_POLICY, RunOptions, parse_window, run
 
 app = typer.Typer(
@@ -43,6 +45,7 @@ app.command("sweep")(sweep_command)
 app.command("plot")(plot_command)
 app.command("report")(report_command)
 trace_app.command("synergy")(synergy_trace_command)
+app.command("compare")(compare_command)
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -146,7 +149,8 @@ def run_command(
         typer.Option(help="Entity weights a=1,b=2 (others weigh 1); alone, also the entities."),
     ] = None,
     json_path: Annotated[
-        Path | None, typer.Option("--json", help="Write the results document here.")
+        Path | None,
+        typer.Option("--json", help="Write the results document here ('-': stdout, no table)."),
     ] = None,
     plot: Annotated[
         Path | None,
@@ -194,15 +198,19 @@ def run_command(
         backend_options=tuple(backend_items),
     )
     console = make_console()
+    json_to_stdout = json_path is not None and str(json_path) == "-"
     observer = None
-    if not quiet and console.is_terminal:
-        observer = ProgressObserver(console)
+    if wants_progress(quiet, json_to_stdout):
+        observer = ProgressObserver(make_console(stderr=True))
         registry.manager.register(observer)
     try:
         result = run(options, registry)
     finally:
         if observer is not None:
             registry.manager.unregister(observer)
+    if json_to_stdout:
+        sys.stdout.write(document_text(result.to_document()))
+        return
     print_run_header(console, result)
     console.print(summary_table(result))
     if json_path is not None:

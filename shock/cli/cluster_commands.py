@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from shock.cli.output import print_run_header, summary_table
+from shock.cli.progress import ProgressObserver, wants_progress
 from shock.cluster.defaults import DEFAULT_HOST, DEFAULT_JOB_COMMAND, DEFAULT_PORT, TOKEN_ENV
 from shock.core.errors import InputError, ShockError
 from shock.core.plugins import default_registry
@@ -129,7 +130,10 @@ def serve_command(
         preset=preset,
         round_length_s=round_length,
     )
-    request = build_request(options, default_registry())
+    registry = default_registry()
+    if wants_progress(quiet=False):
+        registry.manager.register(ProgressObserver(Console(stderr=True, emoji=False)))
+    request = build_request(options, registry)
     settings = SchedulerSettings(
         state_dir=state_dir, heartbeat_s=heartbeat, dead_after_s=dead_after,
         min_workers=min_workers,

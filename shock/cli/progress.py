@@ -1,6 +1,15 @@
-"""A rich progress bar as an observer plugin (registered by the CLI when it runs)."""
+"""A rich progress bar as an observer plugin (registered by the CLI when it runs).
+
+It shows jobs done out of the run's total and the simulated (or cluster) time, on stderr, and
+only for a run that lasts: it appears once the run has taken `SHOW_AFTER_S` seconds, so a
+quick simulation prints nothing but its results.
+"""
 
 from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
 
 from rich.console import Console
 from rich.progress import (
@@ -12,44 +21,89 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from shock.core.events import JobFinished, RoundEnded, RunFinished, RunStarted
+from shock.core.events import JobArrived, JobFinished, RoundEnded, RunFinished, RunStarted
 from shock.core.hookspecs import hookimpl
+
+SHOW_AFTER_S = 2.0
+# The simulated time shown moves at most this often (a simulation has rounds by the thousand).
+_UPDATE_EVERY_S = 0.1
+
+
+def interactive(*streams: TextIO) -> bool:
+    """Whether every stream is a terminal (a bar is noise in a pipe or a log file)."""
+    return all(getattr(stream, "isatty", lambda: False)() for stream in streams)
+
+
+def wants_progress(quiet: bool, json_to_stdout: bool = False) -> bool:
+    """A bar only for a person watching: not with --quiet, not when the output goes to a
+    pipe or file, not when stdout carries the results document."""
+    return not quiet and not json_to_stdout and interactive(sys.stdout, sys.stderr)
 
 
 class ProgressObserver:
     """Shows jobs completed and simulated time; never changes a decision."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, show_after_s: float = SHOW_AFTER_S) -> None:
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("jobs · sim time {task.fields[sim_hours]:,.1f} h"),
+            TextColumn("jobs · time {task.fields[sim_hours]:,.2f} h"),
             TimeElapsedColumn(),
             console=console,
             transient=True,
         )
         self._task: TaskID | None = None
-        self._rounds = 0
+        self._show_after_s = show_after_s
+        self._started_at = 0.0
+        self._shown = False
+        self._sim_time = 0.0
+        self._updated_at = 0.0
+
+    @property
+    def shown(self) -> bool:
+        return self._shown
 
     @hookimpl
     def run_started(self, event: RunStarted) -> None:
-        self._progress.start()
+        self._started_at = time.monotonic()
         self._task = self._progress.add_task(
             f"{event.policy} on {event.backend}", total=event.total_jobs, sim_hours=0.0
         )
 
     @hookimpl
+    def job_arrived(self, event: JobArrived) -> None:
+        self._sim_time = event.time
+        self._maybe_show()
+
+    @hookimpl
     def job_finished(self, event: JobFinished) -> None:
         if self._task is not None:
             self._progress.advance(self._task)
+        self._sim_time = event.time
+        self._maybe_show()
 
     @hookimpl
     def round_ended(self, event: RoundEnded) -> None:
-        self._rounds += 1
-        if self._task is not None and self._rounds % 50 == 0:
-            self._progress.update(self._task, sim_hours=event.time / 3600)
+        self._sim_time = event.time
+        self._maybe_show()
 
     @hookimpl
     def run_finished(self, event: RunFinished) -> None:
-        self._progress.stop()
+        if self._shown:
+            self._progress.stop()
+
+    def _maybe_show(self) -> None:
+        """Start the live bar once the run has lasted; then keep its time current (rich
+        redraws it on its own thread, so this is cheap)."""
+        if self._task is None:
+            return
+        if not self._shown:
+            if time.monotonic() - self._started_at < self._show_after_s:
+                return
+            self._shown = True
+            self._progress.start()
+        now = time.monotonic()
+        if now - self._updated_at >= _UPDATE_EVERY_S:
+            self._updated_at = now
+            self._progress.update(self._task, sim_hours=self._sim_time / 3600)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from shock.core.model import batch_size_of
 
@@ -25,10 +25,12 @@ if TYPE_CHECKING:
     from shock.core.mechanism import Assignment, JobState
     from shock.core.model import Cluster, JobSpec
 
+_new_tuple = tuple.__new__
+
 # Decimals kept for times and durations: milliseconds, so a 5,600-job document stays small.
 TIME_DECIMALS = 3
 
-# One job's running segment while it is being recorded: [start, end, worker-type column, GPUs].
+# A segment while it is recorded: [start, end, worker-type column, GPUs, last round's index].
 _Segment = list[float]
 
 
@@ -43,8 +45,9 @@ class Rounds:
     solve_s: tuple[float, ...]  # allocation solve time spent before the round (0: reused)
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+class Segment(NamedTuple):
+    """A stretch of consecutive rounds a job ran on one worker type and GPU count."""
+
     start_s: float
     end_s: float
     worker_type: str
@@ -90,7 +93,8 @@ class Timeline:
                     "job_type": job.job_type,
                     "scale_factor": job.scale_factor,
                     "segments": [
-                        [t(s.start_s), t(s.end_s), s.worker_type, s.gpus] for s in job.segments
+                        [round(start, TIME_DECIMALS), round(end, TIME_DECIMALS), worker, gpus]
+                        for start, end, worker, gpus in job.segments
                     ],
                     "batch_sizes": [[t(time), size] for time, size in job.batch_sizes],
                 }
@@ -102,13 +106,12 @@ class Timeline:
 class _JobTrack:
     """A job's timeline while it is recorded."""
 
-    __slots__ = ("batch_sizes", "job_type", "last_round", "scale_factor", "segments")
+    __slots__ = ("batch_sizes", "job_type", "scale_factor", "segments")
 
     def __init__(self, job_type: str, scale_factor: int, arrival_s: float) -> None:
         self.job_type = job_type
         self.scale_factor = scale_factor
-        self.segments: list[_Segment] = []
-        self.last_round = -2  # the last round it ran in (the first round's "previous" is -1)
+        self.segments: list[Segment] = []  # closed ones
         size = batch_size_of(job_type)
         self.batch_sizes: list[tuple[float, int]] = [] if size is None else [(arrival_s, size)]
 
@@ -128,12 +131,14 @@ class TimelineRecorder:
         self.cluster_changed(cluster)
         self._jobs: dict[int, _JobTrack] = {}
         self._time_s: list[float] = []
-        self._busy: list[list[int]] = []
+        self._busy: list[tuple[int, ...]] = []
         self._queued: list[int] = []
         self._running: list[int] = []
         self._solve_s: list[float] = []
         self._solver_total_s = 0.0
         self._pending: tuple[float, int, float] | None = None
+        # Each job's last segment: [start, end, column, GPUs, index of its last round].
+        self._open: dict[int, _Segment] = {}
 
     def cluster_changed(self, cluster: Cluster) -> None:
         """Worker types the cluster gained get a column; capacity is the most seen."""
@@ -176,7 +181,7 @@ class TimelineRecorder:
         to_column = [columns[w] for w in worker_types]
         busy = [0] * len(self.worker_types)
         running = 0
-        jobs = self._jobs
+        open_segments = self._open
         for assignment, unit_progress in zip(planned, progress, strict=True):
             # Unpacked at once: cheaper than named-tuple attributes on this hot path.
             unit, column, _, gpu_ids, _, _, _ = assignment
@@ -186,29 +191,66 @@ class TimelineRecorder:
             busy[column] += gpus
             held_until = start + exec_s
             members = unit.members
+            if len(members) == 1:  # the common case, kept lean
+                job = members[0]
+                running += 1
+                # A job that finished early stops holding its GPUs then.
+                end = stopped[0]
+                if end > held_until or end < start:
+                    end = held_until
+                segment = open_segments.get(job.job_id)
+                if (
+                    segment is not None
+                    and segment[4] == previous
+                    and segment[2] == column
+                    and segment[3] == gpus
+                ):
+                    segment[1] = end
+                    segment[4] = index
+                else:
+                    self._open_segment(job, start, end, column, gpus, index)
+                continue
             running += len(members)
             for position, member in enumerate(members):
-                # A member that finished early stops holding its GPUs then.
                 end = stopped[position]
                 if end > held_until or end < start:
                     end = held_until
-                track = jobs.get(member.job_id)
-                if track is None:  # admitted before a restore: recorded from here on
-                    track = jobs[member.job_id] = _JobTrack.of(member.spec)
-                segments = track.segments
-                if track.last_round == previous:
-                    last = segments[-1]
-                    if last[2] == column and last[3] == gpus:
-                        last[1] = end
-                        track.last_round = index
-                        continue
-                segments.append([start, end, column, gpus])
-                track.last_round = index
+                segment = open_segments.get(member.job_id)
+                if (
+                    segment is not None
+                    and segment[4] == previous
+                    and segment[2] == column
+                    and segment[3] == gpus
+                ):
+                    segment[1] = end
+                    segment[4] = index
+                else:
+                    self._open_segment(member, start, end, column, gpus, index)
         self._time_s.append(start)
-        self._busy.append(busy)
+        self._busy.append(tuple(busy))
         self._queued.append(active - running)
         self._running.append(running)
         self._solve_s.append(solve)
+
+    def _open_segment(
+        self, job: JobState, start: float, end: float, column: int, gpus: int, index: int
+    ) -> None:
+        """The job runs somewhere new (or after a pause): a new segment, kept open while it
+        runs in the following rounds on the same worker type and GPU count."""
+        track = self._jobs.get(job.job_id)
+        if track is None:  # admitted before a restore: recorded from here on
+            track = self._jobs[job.job_id] = _JobTrack.of(job.spec)
+        last = self._open.get(job.job_id)
+        if last is not None:
+            track.segments.append(self._closed(last))
+        self._open[job.job_id] = [start, end, column, gpus, index]
+
+    def _closed(self, segment: _Segment) -> Segment:
+        # Closed segments are tuples of atoms, which the garbage collector stops tracking (a
+        # long run's hundreds of thousands of lists would slow every collection); built
+        # without the named tuple's Python-level __new__, as the engine builds its plans.
+        start, end, column, gpus, _ = segment
+        return _new_tuple(Segment, (start, end, self.worker_types[int(column)], int(gpus)))
 
     def batch_sizes_seen(
         self,
@@ -228,6 +270,13 @@ class TimelineRecorder:
             if track is not None:
                 _note_batch_size(track, time_s, change.job_type)
 
+    def _segments_of(self, job_id: int, track: _JobTrack) -> tuple[Segment, ...]:
+        """The job's closed segments and its open one."""
+        last = self._open.get(job_id)
+        if last is None:
+            return tuple(track.segments)
+        return (*track.segments, self._closed(last))
+
     def timeline(self) -> Timeline:
         worker_types = tuple(self.worker_types)
         width = len(worker_types)
@@ -244,10 +293,7 @@ class TimelineRecorder:
                 job_id,
                 track.job_type,
                 track.scale_factor,
-                tuple(
-                    Segment(start, end, worker_types[int(column)], int(gpus))
-                    for start, end, column, gpus in track.segments
-                ),
+                self._segments_of(job_id, track),
                 tuple(track.batch_sizes),
             )
             for job_id, track in sorted(self._jobs.items())

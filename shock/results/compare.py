@@ -1,0 +1,235 @@
+"""Runs side by side: every metric of each run and its ratio to a baseline run.
+
+A run is a results document (`shock run --json FILE`) or a group of a sweep's cells
+(`shock sweep --out DIR`: DIR/runs.csv): the cells that differ only in the averaged axes
+(the seed, by default) make one column, their mean with its spread.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from shock.core.errors import InputError, ShockError
+from shock.core.metrics import Metrics
+from shock.results.document import load_result
+
+# Metrics a sweep's runs.csv may hold (a name clashing with an option has a "metric." prefix).
+METRIC_NAMES = (*(f.name for f in fields(Metrics)), "unfinished_jobs")
+# runs.csv columns that are neither an option nor a metric.
+_SWEEP_BOOKKEEPING = ("cell", "status", "error", "wall_s")
+DEFAULT_AVERAGED = ("seed",)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricValue:
+    """A metric over the runs of a column: their mean, and their spread when several."""
+
+    mean: float
+    stdev: float | None = None  # sample standard deviation; None for a single run
+    low: float | None = None
+    high: float | None = None
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> MetricValue:
+        if len(values) == 1:
+            return cls(values[0])
+        return cls(statistics.fmean(values), statistics.stdev(values), min(values), max(values))
+
+
+@dataclass(frozen=True, slots=True)
+class RunColumn:
+    label: str  # a document's file stem; a sweep group's axis values
+    source: str  # the file or sweep directory
+    policy: str  # "" where the column's runs have different policies
+    runs: int  # documents or sweep cells averaged
+    metrics: dict[str, MetricValue]  # metric name -> value (missing: not in the documents)
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    columns: tuple[RunColumn, ...]
+    metric_names: tuple[str, ...]  # rows, in the documents' order
+    baseline: int  # index into columns
+
+    def ratio(self, column: RunColumn, metric: str) -> float | None:
+        """The column's mean over the baseline's; None where either is missing or the
+        baseline's is zero."""
+        value = column.metrics.get(metric)
+        base = self.columns[self.baseline].metrics.get(metric)
+        if value is None or base is None or base.mean == 0:
+            return None
+        return value.mean / base.mean
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "baseline": self.columns[self.baseline].label,
+            "metrics": list(self.metric_names),
+            "runs": [
+                {
+                    "label": column.label,
+                    "source": column.source,
+                    "policy": column.policy,
+                    "runs": column.runs,
+                    "metrics": {
+                        name: {
+                            "mean": value.mean,
+                            "stdev": value.stdev,
+                            "min": value.low,
+                            "max": value.high,
+                            "ratio": self.ratio(column, name),
+                        }
+                        for name in self.metric_names
+                        if (value := column.metrics.get(name)) is not None
+                    },
+                }
+                for column in self.columns
+            ],
+        }
+
+
+def compare(
+    sources: Sequence[str | Path],
+    baseline: str | None = None,
+    averaged: Sequence[str] = DEFAULT_AVERAGED,
+) -> Comparison:
+    """Columns for each results document or sweep directory in `sources`, against the
+    baseline named `baseline` (a column's label or policy; default: the first column)."""
+    if not sources:
+        raise ShockError("nothing to compare: give results files (--json) or sweep directories")
+    columns: list[RunColumn] = []
+    for source in sources:
+        path = Path(source)
+        columns.extend(sweep_columns(path, averaged) if path.is_dir() else [document_column(path)])
+    columns = _unique_labels(columns)
+    names: list[str] = []
+    for column in columns:
+        names.extend(name for name in column.metrics if name not in names)
+    return Comparison(tuple(columns), tuple(names), _baseline_index(columns, baseline))
+
+
+def document_column(path: Path) -> RunColumn:
+    document = load_result(path)
+    metrics = {
+        name: MetricValue(value) for name, value in document.metrics.items() if value is not None
+    }
+    metrics["unfinished_jobs"] = MetricValue(float(document.unfinished_jobs))
+    return RunColumn(document.label, str(path), document.policy, 1, metrics)
+
+
+@dataclass(frozen=True, slots=True)
+class _SweepRow:
+    options: dict[str, str]
+    metrics: dict[str, float]
+
+
+def sweep_columns(directory: Path, averaged: Sequence[str] = DEFAULT_AVERAGED) -> list[RunColumn]:
+    """A sweep's done cells grouped by the grid's axes (options whose values differ between
+    cells), the `averaged` axes left out of the grouping: one column per group."""
+    rows = _sweep_rows(directory)
+    axes = [
+        name
+        for name in rows[0].options
+        if len({row.options.get(name, "") for row in rows}) > 1
+    ]
+    grouping = [axis for axis in axes if axis not in averaged]
+    groups: dict[tuple[str, ...], list[_SweepRow]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row.options.get(a, "") for a in grouping), []).append(row)
+    columns = []
+    for key, members in groups.items():
+        names: list[str] = []
+        for row in members:
+            names.extend(name for name in row.metrics if name not in names)
+        metrics = {
+            name: MetricValue.of([row.metrics[name] for row in members if name in row.metrics])
+            for name in names
+        }
+        policies = {row.options.get("policy", "") for row in members}
+        label = " · ".join(key) if key else directory.name
+        policy = policies.pop() if len(policies) == 1 else ""
+        columns.append(RunColumn(label, str(directory), policy, len(members), metrics))
+    return columns
+
+
+def _sweep_rows(directory: Path) -> list[_SweepRow]:
+    path = directory / "runs.csv"
+    if not path.is_file():
+        raise InputError(
+            "no such file: not a sweep's output directory (`shock sweep SPEC --out DIR` "
+            "writes DIR/runs.csv), nor a results file",
+            path=path,
+        )
+    try:
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            header = list(reader.fieldnames or ())
+            table = list(reader)
+    except (OSError, csv.Error, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read it ({exc})", path=path) from None
+    if "status" not in header or not any(_metric_name(c) for c in header):
+        raise InputError("not a sweep's runs.csv: it needs status and metric columns", path=path)
+    options = [c for c in header if c not in _SWEEP_BOOKKEEPING and not _metric_name(c)]
+    rows = []
+    for line, record in enumerate(table, start=2):
+        if record.get("status") != "done":
+            continue
+        metrics: dict[str, float] = {}
+        for column, text in record.items():
+            name = _metric_name(column or "")
+            if name is None or text in (None, ""):
+                continue
+            try:
+                value = float(text)
+            except ValueError:
+                raise InputError(
+                    f"not a number: {text!r}", path=path, line=line, field=column
+                ) from None
+            if math.isfinite(value):
+                metrics[name] = value
+        rows.append(_SweepRow({name: record.get(name) or "" for name in options}, metrics))
+    if not rows:
+        raise InputError("no cell is done yet (every row's status is not 'done')", path=path)
+    return rows
+
+
+def _metric_name(column: str) -> str | None:
+    name = column.removeprefix("metric.")
+    return name if name in METRIC_NAMES else None
+
+
+def _unique_labels(columns: Iterable[RunColumn]) -> list[RunColumn]:
+    """Columns whose labels clash (two run.json files) are told apart by their source."""
+    columns = list(columns)
+    counts: dict[str, int] = {}
+    for column in columns:
+        counts[column.label] = counts.get(column.label, 0) + 1
+    unique = []
+    for column in columns:
+        if counts[column.label] > 1:
+            parent = Path(column.source).resolve().parent.name
+            label = f"{parent}/{column.label}" if parent else column.source
+            column = RunColumn(label, column.source, column.policy, column.runs, column.metrics)
+        unique.append(column)
+    return unique
+
+
+def _baseline_index(columns: Sequence[RunColumn], name: str | None) -> int:
+    if name is None:
+        return 0
+    for index, column in enumerate(columns):
+        if column.label == name:
+            return index
+    by_policy = [index for index, column in enumerate(columns) if column.policy == name]
+    if len(by_policy) == 1:
+        return by_policy[0]
+    labels = ", ".join(column.label for column in columns)
+    if by_policy:
+        raise ShockError(
+            f"--baseline {name}: several runs have that policy; name one of: {labels}"
+        )
+    raise ShockError(f"--baseline {name}: no run has that label or policy; runs: {labels}")
