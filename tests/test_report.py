@@ -123,15 +123,20 @@ def test_the_page_holds_the_table_and_every_figure_inline(report: Path, inputs: 
     assert all(src.startswith("data:image/") for src in outline.image_sources)
     assert len(outline.image_sources) == len(EXPECTED_KINDS)
     assert len(outline.tables) == 2
+    # `shock compare`'s table: a row per metric, a column per run and per sweep group.
     header, *rows = outline.tables[0]
-    assert header[:3] == ["run", "jobs", "average JCT"]
-    assert [row[0] for row in rows] == [
-        "fifo (fifo_perf)", "las (max_min_fairness_perf)", "old (max_min_fairness_perf)"
+    assert header == [
+        "metric", "fifo (baseline)", "las", "old",
+        "fifo_perf · 1.0", "fifo_perf · 3.0",
+        "max_min_fairness_perf · 1.0", "max_min_fairness_perf · 3.0",
     ]
+    by_metric = {row[0]: row[1:] for row in rows}
     # Ratios to the first run.
     runs = [load_run(p) for p in inputs[:3]]
     ratio = runs[1].metrics["avg_jct_s"] / runs[0].metrics["avg_jct_s"]  # type: ignore[operator]
-    assert ratio != 1 and f"×{ratio:.2f}" in rows[1][2] and "×" not in rows[0][2]
+    jct = by_metric["average JCT"]
+    assert ratio != 1 and jct[1].endswith(f"×{ratio:.2f}") and "×" not in jct[0]
+    assert by_metric["jobs measured"][:3] == ["96", "96", "20"]
     setup_header, *setups = outline.tables[1]
     assert setup_header[:3] == ["run", "policy", "backend"]
     assert setups[2][1:4] == ["max_min_fairness_perf", "simulator", "highs"]
@@ -143,14 +148,17 @@ def test_a_report_without_timelines_or_sweeps_leaves_their_figures_out(
     outline = PageOutline()
     outline.feed(build_report([inputs[2]]))
     assert outline.figure_kinds == ["jct-cdf", "rho-cdf"]
-    assert [len(table) for table in outline.tables] == [2, 2]
+    assert [len(table[0]) for table in outline.tables] == [2, 8]  # one run: one column
+    assert len(outline.tables[1]) == 2
 
 
 def test_a_baseline_changes_what_the_ratios_are_to(inputs: list[Path]) -> None:
     outline = PageOutline()
     outline.feed(build_report(inputs[:2], baseline_name="las"))
-    _, fifo, las = outline.tables[0]
-    assert "×" in fifo[2] and "×" not in las[2]
+    header, *rows = outline.tables[0]
+    assert header == ["metric", "fifo", "las (baseline)"]
+    jct = next(row for row in rows if row[0] == "average JCT")
+    assert "×" in jct[1] and "×" not in jct[2]
 
 
 def test_bad_report_requests_get_a_clear_error(inputs: list[Path], tmp_path: Path) -> None:
@@ -159,7 +167,7 @@ def test_bad_report_requests_get_a_clear_error(inputs: list[Path], tmp_path: Pat
     result = run_shock(
         "report", str(inputs[0]), "--baseline", "zzz", "-o", str(tmp_path / "r.html"), cwd=tmp_path
     )
-    assert result.returncode == 2 and "no run named 'zzz'" in result.stderr
+    assert result.returncode == 2 and "--baseline zzz: no run has that label" in result.stderr
     assert not (tmp_path / "r.html").exists()
 
 
@@ -181,7 +189,8 @@ def test_the_page_renders_in_a_browser_without_errors_or_requests(report: Path) 
                     return [box.width, box.height];
                 };
                 return {
-                    rows: document.querySelectorAll("table.comparison tbody tr").length,
+                    rows: document.querySelectorAll("table.setup tbody tr").length,
+                    metrics: document.querySelectorAll("table.comparison tbody tr").length,
                     table: size(document.querySelector("table.comparison")),
                     images: [...document.images].map(
                         image => [...size(image), image.naturalWidth, image.naturalHeight]),
@@ -190,7 +199,7 @@ def test_the_page_renders_in_a_browser_without_errors_or_requests(report: Path) 
         )
     assert page.console_errors == []
     assert all(re.match(r"(file|data):", request) for request in page.requests), page.requests
-    assert layout["rows"] == 3
+    assert layout["rows"] == 3 and layout["metrics"] >= 10
     assert min(layout["table"]) > 0
     assert len(layout["images"]) == len(EXPECTED_KINDS)
     for width, height, natural_width, natural_height in layout["images"]:

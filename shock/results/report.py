@@ -13,9 +13,9 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from shock.core.errors import InputError
+from shock.results.compare import compare
 from shock.results.figures.kinds import KINDS, load_runs
 from shock.results.figures.style import PNG_DPI
-from shock.results.figures.summary import pick_baseline
 from shock.results.runs import RunView
 from shock.results.table import comparison_table, setup_table
 
@@ -101,9 +101,9 @@ def build_report(inputs: Sequence[Path], baseline_name: str | None = None) -> st
     documents = [path for path in inputs if not path.is_dir()]
     sweeps = [path for path in inputs if path.is_dir()]
     runs = load_runs(documents)
-    baseline = pick_baseline(runs, baseline_name) if runs else None
-    if baseline_name is not None and not runs:
-        raise InputError("--baseline names a run, and the report has no results documents")
+    # The table is `shock compare`'s: documents and sweep groups, ratios to the baseline.
+    comparison = compare(list(inputs), baseline_name)
+    baseline = _figure_baseline(runs, comparison.columns[comparison.baseline].label)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -112,10 +112,10 @@ def build_report(inputs: Sequence[Path], baseline_name: str | None = None) -> st
         f"<style>{STYLE}</style></head><body>",
         "<h1>shock report</h1>",
         '<p class="inputs">' + ", ".join(html.escape(str(p)) for p in inputs) + "</p>",
+        "<h2>Comparison</h2>",
+        comparison_table(comparison),
     ]
-    if runs and baseline is not None:
-        parts.append("<h2>Comparison</h2>")
-        parts.append(comparison_table(runs, baseline))
+    if runs:
         parts.append("<h2>Runs</h2>")
         parts.append(setup_table(runs))
     figures = report_figures(runs, sweeps, baseline)
@@ -124,6 +124,14 @@ def build_report(inputs: Sequence[Path], baseline_name: str | None = None) -> st
         parts.extend(figure.html() for figure in figures)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _figure_baseline(runs: Sequence[RunView], label: str) -> RunView | None:
+    """The summary figure's baseline: the table's, unless that is a sweep group."""
+    for run in runs:
+        if run.label == label:
+            return run
+    return runs[0] if runs else None
 
 
 def write_report(inputs: Sequence[Path], output: Path, baseline_name: str | None = None) -> Path:
