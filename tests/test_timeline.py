@@ -131,3 +131,18 @@ def test_batch_size_changes_are_recorded(tmp_path: Path) -> None:
             changed += 1
             assert len(sizes) > 1, f"job {job.job_id} changed batch size unrecorded"
     assert changed >= 3
+
+
+def test_a_window_run_lists_the_jobs_it_left_unfinished(tmp_path: Path) -> None:
+    result = simulate(queued_jobs(18), cluster="1:1:1", window=(0, 3), round_length_s=300.0)
+    document = written(result, tmp_path)
+    assert document.timeline is not None
+    assert result.unfinished_jobs > 0
+    check_timeline(document)
+    finished = {job.job_id for job in document.jobs}
+    unfinished = [job for job in document.timeline.jobs if job.job_id not in finished]
+    assert len(unfinished) == len(document.timeline.jobs) - len(finished) > 0
+    # The run stopped at the end of its last round.
+    stop = document.timeline.rounds.time_s[-1] + 300.0
+    for job in unfinished:
+        assert all(s.end_s <= stop + 1e-3 for s in job.segments)

@@ -10,11 +10,10 @@ from shock.results.document import JobResult, ResultDocument
 EPS = 2e-3
 
 
-def check_timeline(document: ResultDocument, unfinished_end_s: float | None = None) -> None:
+def check_timeline(document: ResultDocument) -> None:
     """Every segment within its job's arrival..completion, no overlaps, busy GPUs within
     capacity and equal to the segments running at each round's start, and queued + running
-    equal to the jobs in the system then. `unfinished_end_s`: when a run that left jobs
-    unfinished stopped."""
+    equal to the jobs in the system then."""
     timeline = document.timeline
     assert timeline is not None
     records = {job.job_id: job for job in document.jobs}
@@ -33,8 +32,6 @@ def check_timeline(document: ResultDocument, unfinished_end_s: float | None = No
             if record is not None:
                 assert record.arrival_s - EPS <= segment.start_s
                 assert segment.end_s <= record.completion_s + EPS
-            elif unfinished_end_s is not None:
-                assert segment.end_s <= unfinished_end_s + EPS
     finished = set(records)
     assert finished <= {job.job_id for job in timeline.jobs}, (
         "a finished job is missing from the timeline"
