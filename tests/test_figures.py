@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib.collections import PathCollection, PolyCollection
+from matplotlib.colors import to_rgba
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from results_documents import make_document, write_document
@@ -439,3 +440,17 @@ def test_the_baseline_may_be_named_by_policy(tmp_path: Path) -> None:
     assert figure.axes[0].get_ylabel().startswith("relative to run-b (las)")
     bars = [c for c in figure.axes[0].containers if isinstance(c, BarContainer)]
     assert bars[0].patches[1].get_height() == pytest.approx(2.0)  # average JCT 15 / 7.5
+
+
+def test_a_worker_type_has_one_colour_across_figures(tmp_path: Path) -> None:
+    path = write_document(tmp_path / "m.json", make_document("m", [900.0] * 3, [1.0] * 3, rounds=9))
+    utilization = draw_kind("utilization", [path])
+    gantt = draw_kind("gantt", [path])
+    line_colours = {
+        line.get_label(): line.get_color() for line in utilization.axes[0].get_lines()
+    }
+    for collection in gantt.axes[0].collections:
+        label = str(collection.get_label())
+        if label.startswith("on "):
+            face = collection.get_facecolor()[0]
+            assert np.allclose(face, to_rgba(str(line_colours[label[3:]])))

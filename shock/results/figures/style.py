@@ -41,7 +41,9 @@ def new_figure(width: float = 7.0, height: float = 4.2) -> Figure:
 
 def worker_colours(worker_types: tuple[str, ...]) -> dict[str, str]:
     palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
-    return {name: palette[i % len(palette)] for i, name in enumerate(sorted(worker_types))}
+    # The same type gets the same colour in every figure of a run.
+    names = sorted(set(worker_types))
+    return {name: palette[i % len(palette)] for i, name in enumerate(names)}
 
 
 def check_format(path: str | Path) -> str:
