@@ -24,6 +24,7 @@ from shock.cli.job_commands import (
     watch_command,
 )
 from shock.cli.output import plugins_table, print_run_header, summary_table
+from shock.cli.plot_commands import plot_command, report_command
 from shock.cli.profile_commands import profile_command
 from shock.cli.progress import ProgressObserver, wants_progress
 from shock.cli.sweep_commands import sweep_command
@@ -54,6 +55,8 @@ app.command("cancel")(cancel_command)
 app.command("logs")(logs_command)
 app.command("watch")(watch_command)
 app.command("sweep")(sweep_command)
+app.command("plot")(plot_command)
+app.command("report")(report_command)
 trace_app.command("synergy")(synergy_trace_command)
 # Public production traces in, shock traces between formats.
 trace_app.command("import")(import_command)
@@ -165,6 +168,10 @@ def run_command(
         Path | None,
         typer.Option("--json", help="Write the results document here ('-': stdout, no table)."),
     ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="Write the run's figures (PNG) into this directory after the run."),
+    ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     backend_option: Annotated[
         list[str] | None,
@@ -225,6 +232,11 @@ def run_command(
     if json_path is not None:
         result.write_json(json_path)
         console.print(f"results written to {json_path}")
+    if plot is not None:
+        from shock.results.figures.one_run import write_run_figures
+
+        written = write_run_figures(result.to_document(), plot, result.policy)
+        console.print(f"{len(written)} figures written to {plot}")
 
 
 @app.command("plugins")

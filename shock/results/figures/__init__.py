@@ -1,0 +1,1 @@
+"""Figures of results documents and sweeps (matplotlib, drawn off-screen)."""
