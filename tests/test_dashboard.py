@@ -11,15 +11,15 @@ import pytest
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
-import httpx  # noqa: E402
-from test_cluster_jobbook import _service, _submit  # noqa: E402
-from test_cluster_state import DrivenWorker, _plan, _start_round  # noqa: E402
+import httpx
+from test_cluster_jobbook import _service, _submit
+from test_cluster_state import DrivenWorker, _plan, _start_round
 
-from shock.cluster.dashboard.app import Dashboard, DashboardServer, start_dashboard  # noqa: E402
-from shock.cluster.dashboard.snapshot import Timeline, take_snapshot, user_shares  # noqa: E402
-from shock.cluster.proto import shock_cluster_pb2 as pb  # noqa: E402
-from shock.cluster.scheduler import ClusterScheduler  # noqa: E402
-from shock.cluster.users import User, Users, hash_token, single_admin  # noqa: E402
+from shock.cluster.dashboard.app import Dashboard, DashboardServer, start_dashboard
+from shock.cluster.dashboard.snapshot import Timeline, take_snapshot, user_shares
+from shock.cluster.proto import shock_cluster_pb2 as pb
+from shock.cluster.scheduler import ClusterScheduler
+from shock.cluster.users import User, Users, hash_token, single_admin
 
 TOKENS = {"alice": "alice-token", "bob": "bob-token", "root": "root-token"}
 USERS = Users((
