@@ -188,3 +188,13 @@ def test_requests_naming_another_host_are_refused(
 
 def _bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def test_listening_on_every_address_it_answers_to_any_host_name(tmp_path: Path) -> None:
+    server = start_dashboard(Dashboard(_service(tmp_path / "state"), USERS), "0.0.0.0", 0)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=30) as client:
+            named = client.get("/api/state", headers={"Host": f"scheduler.lab:{server.port}"})
+            assert named.is_success and named.json()["jobs"] == []
+    finally:
+        server.stop()

@@ -53,8 +53,10 @@ def _refuse(status: int, message: str) -> JSONResponse:
 
 
 def build_app(
-    dashboard: Dashboard, allowed_hosts: tuple[str, ...] = _LOCAL_HOSTS
+    dashboard: Dashboard, allowed_hosts: tuple[str, ...] | None = _LOCAL_HOSTS
 ) -> _LocalOnly:
+    """The app; `allowed_hosts`: the names requests may address it by (None: any)."""
+
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=_NO_CACHE)
 
@@ -106,11 +108,11 @@ _NO_CACHE = {"Cache-Control": "no-store"}
 class _LocalOnly:
     """Refuses requests whose Host header names another site (DNS rebinding)."""
 
-    def __init__(self, app: Starlette, hosts: tuple[str, ...]) -> None:
+    def __init__(self, app: Starlette, hosts: tuple[str, ...] | None) -> None:
         self.app, self.hosts = app, hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and self.hosts is not None:
             host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
             name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
             if name not in self.hosts:
@@ -156,7 +158,9 @@ def start_dashboard(dashboard: Dashboard, host: str, port: int) -> DashboardServ
                          field="--dashboard") from exc  # fmt: skip
     sock.listen(128)  # connections wait in the backlog until uvicorn takes the socket
     bound = int(sock.getsockname()[1])
-    hosts = _LOCAL_HOSTS if host in ("127.0.0.1", "::1", "localhost") else (*_LOCAL_HOSTS, host)
+    # On loopback only local names are expected: anything else is a rebound DNS name. On
+    # another address the machine's names are many; the operator chose to expose it.
+    hosts = _LOCAL_HOSTS if host in ("127.0.0.1", "::1", "localhost") else None
     config = uvicorn.Config(build_app(dashboard, hosts), log_level="warning", access_log=False,
                             lifespan="off")  # fmt: skip
     server = uvicorn.Server(config)
