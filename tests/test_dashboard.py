@@ -15,6 +15,7 @@ import httpx
 from test_cluster_jobbook import _service, _submit
 from test_cluster_state import DrivenWorker, _plan, _start_round
 
+from shock.cluster.dashboard import snapshot as snapshot_module
 from shock.cluster.dashboard.app import Dashboard, DashboardServer, start_dashboard
 from shock.cluster.dashboard.snapshot import Timeline, take_snapshot, user_shares
 from shock.cluster.proto import shock_cluster_pb2 as pb
@@ -58,7 +59,21 @@ def test_the_snapshot_shows_the_worker_its_busy_gpu_the_jobs_and_the_allocation(
     assert jobs[bobs]["state"] == "queued" and jobs[bobs]["gpus"] == []
     assert snapshot["allocation"] == [{"job_id": alices, "worker": worker["id"], "gpus": [0]}]
     assert snapshot["round"] == 1
-    assert snapshot["totals"] == {"gpus": 1, "gpus_busy": 1, "queued": 1, "running": 1}
+    assert snapshot["totals"] == {"gpus": 1, "gpus_busy": 1, "queued": 1, "running": 1,
+                                  "jobs": 2}  # fmt: skip
+
+
+def test_the_snapshot_keeps_every_active_job_and_only_the_newest_ended_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(snapshot_module, "ENDED_SHOWN", 2)
+    scheduler = _service(tmp_path / "state")
+    job_ids = [_submit(scheduler, "alice") for _ in range(5)]
+    for job_id in job_ids[1:4]:
+        scheduler.cancel("alice", False, job_id)
+    snapshot = take_snapshot(scheduler, USERS)
+    assert [job["id"] for job in snapshot["jobs"]] == [job_ids[0], *job_ids[2:]]
+    assert snapshot["totals"]["jobs"] == 5 and snapshot["totals"]["queued"] == 2
 
 
 def test_shares_are_measured_against_the_weights_of_users_with_work() -> None:

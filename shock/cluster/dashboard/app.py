@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -61,7 +62,8 @@ def build_app(
         return FileResponse(STATIC / "index.html", headers=_NO_CACHE)
 
     async def state(request: Request) -> Response:
-        snapshot = take_snapshot(dashboard.scheduler, dashboard.users)
+        # Off the event loop: the scheduler's lock may be busy for a moment.
+        snapshot = await run_in_threadpool(take_snapshot, dashboard.scheduler, dashboard.users)
         return JSONResponse(snapshot, headers=_NO_CACHE)
 
     async def timeline(request: Request) -> Response:
@@ -82,7 +84,9 @@ def build_app(
         except ValueError:
             return _refuse(400, "a job id is a number")
         try:
-            reply = dashboard.scheduler.cancel(user.name, user.admin, job_id)
+            reply = await run_in_threadpool(
+                dashboard.scheduler.cancel, user.name, user.admin, job_id
+            )
         except PermissionError_ as exc:
             return _refuse(403, str(exc))
         except NotFoundError as exc:

@@ -13,7 +13,8 @@ from shock.cluster.scheduler import ClusterScheduler
 from shock.cluster.users import Users
 
 ACTIVE_STATES = ("queued", "running")
-TIMELINE_SAMPLES = 1800  # one an every 2 s: the last hour
+TIMELINE_SAMPLES = 1800  # one every 2 s: the last hour
+ENDED_SHOWN = 100  # jobs that ended, newest first; every queued and running job is shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,8 @@ def take_snapshot(scheduler: ClusterScheduler, users: Users) -> dict[str, Any]:
             "weight": status.weight, "submitted_at_unix": status.submitted_at_unix,
         })  # fmt: skip
     jobs.sort(key=lambda job: job["id"])
+    ended = [job for job in jobs if job["state"] not in ACTIVE_STATES]
+    shown = {job["id"] for job in ended[-ENDED_SHOWN:]}
     for worker in workers:
         worker["gpu_jobs"] = [held.get((worker["id"], gpu)) for gpu in range(worker["gpus"])]
     total = sum(worker["gpus"] for worker in workers if worker["alive"])
@@ -66,7 +69,7 @@ def take_snapshot(scheduler: ClusterScheduler, users: Users) -> dict[str, Any]:
         "time_unix": time.time(),
         "round": round_index,
         "workers": workers,
-        "jobs": jobs,
+        "jobs": [job for job in jobs if job["state"] in ACTIVE_STATES or job["id"] in shown],
         "allocation": allocation,
         "shares": user_shares(jobs, users, total),
         "totals": {
@@ -74,6 +77,7 @@ def take_snapshot(scheduler: ClusterScheduler, users: Users) -> dict[str, Any]:
             "gpus_busy": sum(1 for worker, _ in held if _alive(workers, worker)),
             "queued": sum(1 for job in jobs if job["state"] == "queued"),
             "running": sum(1 for job in jobs if job["state"] == "running"),
+            "jobs": len(jobs),
         },
     }
 

@@ -56,7 +56,7 @@ function drawSummary(state) {
     card("GPUs busy", `${totals.gpus_busy} / ${totals.gpus}`),
     card("running", totals.running),
     card("queued", totals.queued),
-    card("jobs", state.jobs.length),
+    card("jobs", totals.jobs),
   );
 }
 
