@@ -153,6 +153,11 @@ def test_the_page_shows_a_submitted_job_running_then_done(
         assert seen[0] in ("queued", "running") and seen[-2:] == ["running", "done"], seen
         progress = browser.evaluate(_job_cell(job_id, "progress"))
         assert progress == "200 / 200", progress
+        # The time series is drawn (utilisation and queue), and the job's user has a share.
+        wait_for(lambda: browser.evaluate("document.querySelectorAll('#chart polyline').length")
+                 == 2, 60, "the utilisation and queue chart")  # fmt: skip
+        assert browser.evaluate("[...document.querySelectorAll('#shares tbody tr')]"
+                                ".map((row) => row.dataset.user)") == ["admin"]  # fmt: skip
         assert browser.errors() == []
 
         # Read-only without a token: a running job has no cancel button until one logs in.

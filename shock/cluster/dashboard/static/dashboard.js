@@ -131,6 +131,8 @@ function drawChart(samples) {
   const x = (s) => pad + (width - 2 * pad) * (s.time_unix - t0) / span;
   const y = (fraction) => height - pad - (height - 2 * pad) * fraction;
   const maxQueue = Math.max(1, ...samples.map((s) => s.queued));
+  document.getElementById("queue-max").textContent = maxQueue;
+  document.getElementById("chart-span").textContent = duration(span);
   const style = getComputedStyle(document.documentElement);
   svg.replaceChildren(
     polyline(samples.map((s) => [x(s), y(s.gpus_total ? s.gpus_busy / s.gpus_total : 0)]), style.getPropertyValue("--busy")),
