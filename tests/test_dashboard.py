@@ -91,13 +91,14 @@ def test_shares_are_measured_against_the_weights_of_users_with_work() -> None:
     assert shares["bob"]["share"] == 0.0
 
 
-def test_without_a_users_file_each_jobs_user_counts_with_weight_one() -> None:
+def test_without_a_users_file_the_jobs_users_count_with_weight_one() -> None:
     jobs = [
         {"user": "ann", "state": "running", "gpus": [{"worker": "w", "gpus": [0]}]},
         {"user": "ben", "state": "queued", "gpus": []},
+        {"user": "cy", "state": "done", "gpus": []},
     ]
     shares = {share["user"]: share for share in user_shares(jobs, single_admin("t"), 2)}
-    assert set(shares) == {"ann", "ben"}
+    assert set(shares) == {"ann", "ben", "cy"} and shares["cy"]["fair_share"] == 0.0
     assert shares["ann"]["fair_share"] == shares["ben"]["fair_share"] == pytest.approx(0.5)
 
 

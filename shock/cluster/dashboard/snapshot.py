@@ -89,14 +89,14 @@ def _alive(workers: list[dict[str, Any]], worker_id: str) -> bool:
 def user_shares(jobs: list[dict[str, Any]], users: Users, total_gpus: int) -> list[dict[str, Any]]:
     """Each user's share of the GPUs now against their fair share: their weight over the
     weights of the users with jobs queued or running (users without such jobs are owed
-    nothing). Without a users file every job's user counts, with weight 1."""
+    nothing). Without a users file the users are those of the jobs, each with weight 1."""
     weights = {} if users.open_names else users.weights()
     held: dict[str, int] = {}
     active: set[str] = set()
     for job in jobs:
+        weights.setdefault(job["user"], 1.0)
         if job["state"] in ACTIVE_STATES:
             active.add(job["user"])
-            weights.setdefault(job["user"], 1.0)
         if job["state"] == "running":
             held[job["user"]] = held.get(job["user"], 0) + sum(len(p["gpus"]) for p in job["gpus"])
     active_weight = sum(weights[name] for name in active)
