@@ -4,6 +4,7 @@ snapshot says about workers, jobs, the allocation and shares, and what its HTTP 
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 import httpx
+from cluster_procs import SHOCK
 from test_cluster_jobbook import _service, _submit
 from test_cluster_state import DrivenWorker, _plan, _start_round
 
@@ -214,3 +216,14 @@ def test_listening_on_every_address_it_answers_to_any_host_name(tmp_path: Path) 
             assert named.is_success and named.json()["jobs"] == []
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_serve_refuses_a_dashboard_port_that_is_not_one(tmp_path: Path, port: str) -> None:
+    done = subprocess.run(
+        [*SHOCK, "serve", "--state-dir", str(tmp_path / "state"), "--port", "0",
+         "--dashboard", port], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "--dashboard" in done.stderr and "0 to 65535" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

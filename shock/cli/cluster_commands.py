@@ -179,9 +179,10 @@ def serve_command(
     web = None
     if dashboard is not None:
         web = _start_dashboard(scheduler, people, dashboard_host, dashboard, server)
-        console.print(f"dashboard: {web.url}", highlight=False)
     mode = "service: submit jobs with `shock submit`" if scheduler.accepts_submissions else "trace"
     console.print(f"shock scheduler listening on {host}:{bound} ({mode})", highlight=False)
+    if web is not None:
+        console.print(f"dashboard: {web.url}", highlight=False)
     stop = threading.Event()
     _stop_on_sigterm(stop, interrupt_too=scheduler.accepts_submissions)
     try:
