@@ -22,9 +22,15 @@ from shock.core.runner import DEFAULT_POLICY, RunOptions, build_request
 from shock.plugins.backends.grpc import GrpcOptions
 
 if TYPE_CHECKING:
+    import grpc
+
     from shock.cluster.auth import TlsFiles
+    from shock.cluster.dashboard.app import DashboardServer
+    from shock.cluster.scheduler import ClusterScheduler
+    from shock.cluster.users import Users
 
 TOKEN_FILE = "token"
+DEFAULT_DASHBOARD_HOST = "127.0.0.1"  # only this machine's users, unless told otherwise
 
 TokenOption = Annotated[
     str | None,
@@ -108,6 +114,14 @@ def serve_command(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the results document here.")
     ] = None,
+    dashboard: Annotated[
+        int | None,
+        typer.Option(help="Serve a web dashboard on this port (0: any free port).",
+                     show_default=False),
+    ] = None,
+    dashboard_host: Annotated[
+        str, typer.Option(help="Address the dashboard listens on.")
+    ] = DEFAULT_DASHBOARD_HOST,
 ) -> None:
     """Run the scheduler service: workers register with it, users submit jobs to it (or it
     runs a --trace). Restarting it with the same --state-dir resumes every job."""
@@ -158,13 +172,21 @@ def serve_command(
         state_dir=state_dir, heartbeat_s=heartbeat, dead_after_s=dead_after,
         min_workers=min_workers, accepts_submissions=service,
     )  # fmt: skip
+    if dashboard is not None and not 0 <= dashboard <= 65535:
+        raise InputError(f"must be a port, 0 to 65535, got {dashboard}", field="--dashboard")
     scheduler = ClusterScheduler(request, settings)
+    people = user_table or single_admin(token)
     server, bound = start_server(
         scheduler, ServerAddress(host, port), token, _tls(tls_cert, tls_key, tls_ca),
-        users=user_table or single_admin(token),
+        users=people,
     )  # fmt: skip
+    web = None
+    if dashboard is not None:
+        web = _start_dashboard(scheduler, people, dashboard_host, dashboard, server)
     mode = "service: submit jobs with `shock submit`" if scheduler.accepts_submissions else "trace"
     console.print(f"shock scheduler listening on {host}:{bound} ({mode})", highlight=False)
+    if web is not None:
+        console.print(f"dashboard: {web.url}", highlight=False)
     stop = threading.Event()
     _stop_on_sigterm(stop, interrupt_too=scheduler.accepts_submissions)
     try:
@@ -173,6 +195,8 @@ def serve_command(
         console.print("stopped")
         return
     finally:
+        if web is not None:
+            web.stop()
         server.stop(grace=1.0).wait(timeout=5)
         scheduler.journal.close()
     if scheduler.accepts_submissions:
@@ -184,6 +208,22 @@ def serve_command(
     if json_path is not None:
         result.write_json(json_path)
         console.print(f"results written to {json_path}")
+
+
+def _start_dashboard(
+    scheduler: ClusterScheduler, people: Users, host: str, port: int, server: grpc.Server
+) -> DashboardServer:
+    try:
+        from shock.cluster.dashboard.app import Dashboard, start_dashboard
+    except ImportError:
+        server.stop(grace=0)
+        raise ShockError("--dashboard needs the cluster extra: pip install 'shock[cluster]'"
+                         ) from None  # fmt: skip
+    try:
+        return start_dashboard(Dashboard(scheduler, people), host, port)
+    except ShockError:
+        server.stop(grace=0)
+        raise
 
 
 def worker_command(

@@ -681,6 +681,11 @@ class ClusterScheduler(JobBook):
 
     # A round: the plan carried out, then reported.
 
+    def allocation(self) -> tuple[int, dict[int, tuple[str, tuple[int, ...]]]]:
+        """The current round and where its plan puts each job: worker and its GPUs."""
+        with self._lock:
+            return self._round_index, dict(self._plan)
+
     def _round_over(self, now: float) -> bool:
         if now >= self._round_end or self._live_signature() != self._cluster_signature:
             return True  # also early when a worker joined or died: plan for the new cluster
