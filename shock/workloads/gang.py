@@ -75,6 +75,8 @@ class Gang:
     def __init__(self, rendezvous: Rendezvous, device: torch.device) -> None:
         self.rendezvous = rendezvous
         self.device = device
+        if device.type == "cuda":
+            torch.cuda.set_device(device)  # nccl's communicator binds to the current device
         dist.init_process_group(
             backend_for(device),
             init_method=f"tcp://{rendezvous.master_addr}:{rendezvous.master_port}",
