@@ -97,6 +97,10 @@ def test_a_launch_gets_its_workers_part_and_packed_jobs_share_it() -> None:
     assert launch_grant(spread) == {"cpus": 6.0, "memory_gb": 100.0}  # the first GPU's server
     pair = spread._replace(job_ids=(0, 1))
     assert launch_grant(pair) == {"cpus": 3.0, "memory_gb": 50.0}
+    # A gang's rank holds one GPU: that GPU's share of the part on its own server.
+    assert launch_grant(spread, gpu=1) == {"cpus": 3.0, "memory_gb": 50.0}
+    assert launch_grant(spread, gpu=9) == {"cpus": 2.0, "memory_gb": 25.0}
+    assert launch_grant(pair, gpu=8) == {"cpus": 1.0, "memory_gb": 12.5}
 
 
 # -- the agent's choice of bounds --------------------------------------------------------

@@ -269,6 +269,11 @@ def worker_command(
         float | None,
         typer.Option(help="Memory (GB) this worker offers to jobs (default: the machine's)."),
     ] = None,
+    rendezvous_host: Annotated[
+        str | None,
+        typer.Option(help="Address other workers reach this one's jobs at, where a job on "
+                     "several GPUs meets (default: this machine's hostname)."),
+    ] = None,
 ) -> None:
     """Run a worker agent: register with the scheduler and run the jobs it sends."""
     _require_cluster_extra()
@@ -291,7 +296,7 @@ def worker_command(
         tls=_tls(tls_cert, tls_key, tls_ca), heartbeat_s=heartbeat,
         scheduler_timeout_s=scheduler_timeout, checkpoint_every_s=checkpoint_every,
         warm_processes=warm, memory_headroom_gb=memory_headroom, cpus=cpus,
-        memory_gb=memory_gb,
+        memory_gb=memory_gb, rendezvous_host=rendezvous_host,
     )  # fmt: skip
     agent = WorkerAgent(settings)
     signal.signal(signal.SIGTERM, lambda signum, frame: agent.stop())

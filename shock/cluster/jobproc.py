@@ -62,6 +62,14 @@ def job_arguments(launch: pb.Launch, device: str, checkpoint_every_s: float | No
         args += ["--checkpoint-every-s", str(checkpoint_every_s)]
     if launch.cpus > 0:
         args += ["--num-threads", str(threads_for(launch.cpus))]
+    if launch.world_size > 1:
+        args += [
+            "--world-size", str(launch.world_size),
+            "--rank", str(launch.rank),
+            "--local-rank", str(launch.local_rank),
+            "--master-addr", launch.master_addr,
+            "--master-port", str(launch.master_port),
+        ]  # fmt: skip
     return args
 
 

@@ -48,6 +48,8 @@ def worker_command(
         "--log-dir", str(log_dir),
         "--heartbeat", str(heartbeat_s),
         "--scheduler-timeout", "60",
+        # All on this machine: a gang's ranks meet on loopback.
+        "--rendezvous-host", "127.0.0.1",
     ]  # fmt: skip
     if job_command:
         command += ["--job-command", shlex.join(job_command)]

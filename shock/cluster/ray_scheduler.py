@@ -75,6 +75,7 @@ class RayScheduler(ClusterScheduler):
     """The Ray executor (see the module's docstring)."""
 
     backend_name = "ray"
+    runs_gangs_as_ranks = False  # a gang runs as one actor (its placement group spans nodes)
 
     def __init__(
         self, request: RunRequest, settings: SchedulerSettings, ray_settings: RaySettings

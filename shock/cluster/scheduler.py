@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import threading
 import time
@@ -56,6 +57,13 @@ ENGINE_STATE_KEY = "engine_state"
 _WORKER_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # Adaptation modes the training harness carries out itself (shock/workloads/adaptation.py).
 HARNESS_ADAPTATIONS = frozenset({"static", "accordion", "gns"})
+# Where a gang's rank 0 listens for its peers: a port drawn from this range, below the
+# usual ephemeral ports. A port taken by something else fails the gang's start: it is
+# relaunched from its checkpoint on another draw.
+RENDEZVOUS_PORTS = range(20000, 30000)
+
+# Where a job runs: one (worker, local GPUs) member per process, in rank order.
+Placement = tuple[tuple[str, tuple[int, ...]], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +98,7 @@ class WorkerSlot:
     memory_gb: float = 0.0
     told_shutdown: bool = False
     hostname: str = ""
+    rendezvous_host: str = ""  # where its jobs are reached by a gang's other ranks
 
 
 @dataclass(slots=True)
@@ -103,6 +112,11 @@ class Run:
     started_at: float | None = None
     ended_at: float | None = None
     preempting: bool = False
+    # Its place in its gang (a job on several GPUs runs one process per GPU); rank 0 is the
+    # gang's lead: its run is the job's run, its events the job's progress.
+    rank: int = 0
+    world_size: int = 1
+    lead_run_id: int = 0
 
 
 @dataclass(slots=True)
@@ -147,6 +161,9 @@ class ClusterScheduler(JobBook):
     """The gRPC executor; also what the gRPC service's handlers call."""
 
     backend_name = "grpc"  # the results' backend
+    # A job on several GPUs runs as one process per GPU (a gang); False: as one process on
+    # the worker holding its first GPU.
+    runs_gangs_as_ranks = True
     capabilities = ExecutorCapabilities(
         simulates_jobs=False,
         native_adaptations=HARNESS_ADAPTATIONS,
@@ -173,7 +190,7 @@ class ClusterScheduler(JobBook):
         self._round_start = 0.0
         self._round_end = 0.0
         self._units: tuple[PlannedUnit, ...] = ()
-        self._plan: dict[int, tuple[str, tuple[int, ...]]] = {}
+        self._plan: dict[int, Placement] = {}
         self._round_runs: dict[int, list[int]] = {}
         # What happened since the last report, for the next one.
         self._new_rates: dict[tuple[str, int, str], float] = {}
@@ -236,12 +253,21 @@ class ClusterScheduler(JobBook):
                     now + self.settings.dead_after_s,
                     acked_seq=worker.acked_seq, hostname=worker.hostname,
                 )  # fmt: skip
-        for run in journal.runs(open_only=True):
+        open_runs = journal.runs(open_only=True)
+        open_per_job: dict[int, int] = {}
+        for run in open_runs:
+            open_per_job[run.job_id] = open_per_job.get(run.job_id, 0) + 1
+        for run in open_runs:
             self.runs[run.run_id] = Run(
                 run.run_id, run.job_id, run.worker_id, run.gpus, run.launched_at,
-                run.lease_until, started_at=run.started_at,
+                run.lease_until, started_at=run.started_at, lead_run_id=run.run_id,
             )  # fmt: skip
-            self.jobs[run.job_id].run_id = run.run_id
+            if open_per_job[run.job_id] > 1:
+                # A gang's ranks (the journal keeps no ranks): they run on until their leases
+                # end, and the job is relaunched from its checkpoint once all have exited.
+                self.runs[run.run_id].preempting = True
+            else:
+                self.jobs[run.job_id].run_id = run.run_id
             if run.worker_id not in self.workers:
                 self._close_run(self.runs[run.run_id], now, "lost")
 
@@ -466,6 +492,7 @@ class ClusterScheduler(JobBook):
             slot.cpus = max(request.cpus, 0.0)
             slot.memory_gb = max(request.memory_gb, 0.0)
             slot.hostname = request.hostname
+            slot.rendezvous_host = request.rendezvous_host or request.hostname
             slot.last_seen = now
             slot.commands = []
             self.journal.set_worker_alive(slot.worker_id)
@@ -550,7 +577,7 @@ class ClusterScheduler(JobBook):
                 run is None
                 or run.ended_at is not None
                 or run.preempting
-                or self._plan.get(run.job_id) != (run.worker_id, run.gpus)
+                or self._plan.get(run.job_id) != self._live_placements().get(run.job_id)
             ):
                 return pb.RenewLeaseReply(granted=False)
             run.lease_until = max(run.lease_until, self._round_end + self.grace_s)
@@ -563,6 +590,9 @@ class ClusterScheduler(JobBook):
 
     def _apply_event(self, event: pb.JobEvent) -> None:
         run = self.runs.get(event.run_id)
+        if run is not None and run.rank > 0:
+            self._apply_member_event(run, event)
+            return
         job = self.jobs.get(event.job_id)
         if job is None or job.completed_at is not None:
             return  # completions are final: resent events of a finished job change nothing
@@ -598,6 +628,20 @@ class ClusterScheduler(JobBook):
             journal.set_checkpoint(job.job_id, job.checkpoint_step, event.checkpoint.path)
         elif kind == "batch_size_request" and self.settings.approve_batch_size_changes:
             self._order_batch_size(run, event.batch_size_request.batch_size)
+
+    def _apply_member_event(self, run: Run, event: pb.JobEvent) -> None:
+        """A gang's rank other than 0: only when it started and how it ended count (the
+        lead reports the gang's progress and checkpoints)."""
+        if run.ended_at is not None:
+            return
+        kind = event.WhichOneof("event")
+        now = time.time()
+        if kind == "started":
+            run.started_at = now
+            self.journal.set_run_started(run.run_id, event.started.resumed_from_step, now)
+        elif kind == "exit":
+            self.journal.set_run_step(run.run_id, event.exit.step)
+            self._close_run(run, now, event.exit.reason or "exited", wait_for_lease=False)
 
     def _order_batch_size(self, run: Run, batch_size: int) -> None:
         self.journal.set_batch_size(run.job_id, batch_size)
@@ -658,7 +702,23 @@ class ClusterScheduler(JobBook):
         job = self.jobs[run.job_id]
         if job.run_id == run.run_id:
             job.run_id = None
-        if reason == "lost":
+        if run.world_size > 1:
+            # A gang trains only whole: when one rank ends, the others stop too (they agree
+            # on a step and the lead checkpoints it, or they fail on the missing peer).
+            for other in self.runs.values():
+                if (
+                    other.lead_run_id == run.lead_run_id
+                    and other.ended_at is None
+                    and not other.preempting
+                ):
+                    other.preempting = True
+                    self._command(other.worker_id, pb.Command(
+                        preempt=pb.Preempt(run_id=other.run_id)
+                    ))  # fmt: skip
+        if reason == "lost" and run.rank > 0:
+            if wait_for_lease:
+                job.not_before = max(job.not_before, run.lease_until)
+        elif reason == "lost":
             # Its process may still be running (a partitioned worker) until its lease ends.
             job.step = job.checkpoint_step
             self.journal.set_progress(job.spec.job_id, job.step)
@@ -704,25 +764,26 @@ class ClusterScheduler(JobBook):
             owners = [self._gpu_owner.get(g) for g in unit.gpus]
             if any(owner is None for owner in owners):
                 continue  # planned on a cluster that has changed since: it does not run
-            worker_id = owners[0][0]  # type: ignore[index]
-            local = tuple(o[1] for o in owners if o is not None and o[0] == worker_id)
+            placement = self._placement([owner for owner in owners if owner is not None])
             for job_id in unit.job_ids:
-                self._plan[job_id] = (worker_id, local)
+                self._plan[job_id] = placement
         self.journal.add_round(plan.index, now, [
-            {"jobs": list(unit.job_ids), "worker": target[0], "gpus": list(target[1])}
+            self._round_entry(unit.job_ids, target)
             for unit in plan.units
             for target in (self._plan.get(unit.job_ids[0]),)
             if target is not None
         ])  # fmt: skip
         lease_until = self._round_end + self.grace_s
+        placements = self._live_placements()
         for run in list(self.runs.values()):
             if run.ended_at is not None:
                 continue
             target = self._plan.get(run.job_id)
-            if target == (run.worker_id, run.gpus) and not run.preempting:
+            if target == placements.get(run.job_id) and not run.preempting:
                 run.lease_until = lease_until
                 self.journal.set_run_lease(run.run_id, lease_until)
-                self._round_runs.setdefault(run.job_id, []).append(run.run_id)
+                if run.rank == 0:
+                    self._round_runs.setdefault(run.job_id, []).append(run.run_id)
                 self._command(run.worker_id, pb.Command(
                     lease=pb.Lease(run_id=run.run_id, seconds=lease_until - now)
                 ))  # fmt: skip
@@ -734,21 +795,22 @@ class ClusterScheduler(JobBook):
             job = self.jobs.get(order.job_id)
             if job is not None and job.run_id is not None:
                 run = self.runs[job.run_id]
-                if not run.preempting:
+                if not run.preempting and run.world_size == 1:  # a gang trains static
                     self._order_batch_size(run, order.batch_size)
 
     def _dispatch(self, now: float) -> None:
         """Launch every planned job that is not running, once its GPUs are free."""
         unit_of = {job_id: unit for unit in self._units for job_id in unit.job_ids}
-        for job_id, (worker_id, gpus) in self._plan.items():
+        live_jobs = {run.job_id for run in self.runs.values() if run.ended_at is None}
+        for job_id, placement in self._plan.items():
             job = self.jobs[job_id]
-            slot = self.workers.get(worker_id)
+            slots = [self.workers.get(worker_id) for worker_id, _ in placement]
             if (
                 job.over
                 or job.run_id is not None
+                or job_id in live_jobs  # a gang's other ranks are still stopping
                 or now < job.not_before
-                or slot is None
-                or not slot.alive
+                or any(slot is None or not slot.alive for slot in slots)
                 or now >= self._round_end
             ):
                 continue
@@ -756,27 +818,85 @@ class ClusterScheduler(JobBook):
                 run.ended_at is None
                 and run.worker_id == worker_id
                 and set(run.gpus) & set(gpus)
-                and self._plan.get(run.job_id) != (worker_id, gpus)
+                and self._plan.get(run.job_id) != placement
+                for worker_id, gpus in placement
                 for run in self.runs.values()
             )
             if busy:
                 continue
-            lease_until = self._round_end + self.grace_s
+            self._launch_job(job, placement, unit_of.get(job_id), now)
+
+    def _launch_job(
+        self, job: TrackedJob, placement: Placement, unit: PlannedUnit | None, now: float
+    ) -> None:
+        """One run per member of the placement: a gang's ranks meet at rank 0's worker."""
+        job_id, spec = job.job_id, job.spec
+        lease_until = self._round_end + self.grace_s
+        directory = self.checkpoint_root / f"job-{job_id}"
+        directory.mkdir(parents=True, exist_ok=True)
+        # Modes the harness does not carry out run static; the engine orders their sizes.
+        adaptation = spec.mode if spec.mode in HARNESS_ADAPTATIONS else "static"
+        world_size = len(placement)
+        master_addr, master_port = "", 0
+        if world_size > 1:
+            adaptation = "static"  # a gang's batch size stays the job's
+            lead = self.workers[placement[0][0]]
+            master_addr = lead.rendezvous_host or lead.hostname
+            master_port = random.choice(RENDEZVOUS_PORTS)
+        lead_run_id = 0
+        local_ranks: dict[str, int] = {}
+        for rank, (worker_id, gpus) in enumerate(placement):
             run_id = self.journal.add_run(job_id, worker_id, gpus, now, lease_until, job.step)
-            self.runs[run_id] = Run(run_id, job_id, worker_id, gpus, now, lease_until)
-            job.run_id = run_id
-            self._round_runs.setdefault(job_id, []).append(run_id)
-            directory = self.checkpoint_root / f"job-{job_id}"
-            directory.mkdir(parents=True, exist_ok=True)
-            spec = job.spec
-            # Modes the harness does not carry out run static; the engine orders their sizes.
-            adaptation = spec.mode if spec.mode in HARNESS_ADAPTATIONS else "static"
-            self._command(worker_id, pb.Command(launch=pb.Launch(
+            lead_run_id = lead_run_id or run_id
+            self.runs[run_id] = Run(
+                run_id, job_id, worker_id, gpus, now, lease_until,
+                rank=rank, world_size=world_size, lead_run_id=lead_run_id,
+            )  # fmt: skip
+            local_rank = local_ranks.get(worker_id, 0)
+            local_ranks[worker_id] = local_rank + 1
+            grant = launch_grant(unit, unit.gpus[rank] if unit and world_size > 1 else None)
+            launch = pb.Launch(
                 run_id=run_id, job_id=job_id, job_type=spec.job_type,
                 target_steps=spec.total_steps, checkpoint_dir=str(directory), gpus=gpus,
                 lease_s=lease_until - now, seed=self.request.config.seed + job_id,
-                adaptation=adaptation, **launch_grant(unit_of.get(job_id)),
-            )))  # fmt: skip
+                adaptation=adaptation, cpus=grant.get("cpus", 0.0),
+                memory_gb=grant.get("memory_gb", 0.0),
+            )  # fmt: skip
+            if world_size > 1:
+                launch.rank, launch.world_size, launch.local_rank = rank, world_size, local_rank
+                launch.master_addr, launch.master_port = master_addr, master_port
+            self._command(worker_id, pb.Command(launch=launch))
+        job.run_id = lead_run_id
+        self._round_runs.setdefault(job_id, []).append(lead_run_id)
+
+    @staticmethod
+    def _round_entry(job_ids: Sequence[int], placement: Placement) -> dict[str, object]:
+        """A unit's journal entry: its lead's worker and GPUs, and a gang's every rank."""
+        entry: dict[str, object] = {
+            "jobs": list(job_ids), "worker": placement[0][0], "gpus": list(placement[0][1])
+        }
+        if len(placement) > 1:
+            entry["ranks"] = [[worker_id, list(gpus)] for worker_id, gpus in placement]
+        return entry
+
+    def _placement(self, owners: Sequence[tuple[str, int]]) -> Placement:
+        """Where a unit's GPUs (their owners, in the unit's order) run its job."""
+        if self.runs_gangs_as_ranks and len(owners) > 1:
+            return tuple((worker_id, (local,)) for worker_id, local in owners)
+        worker_id = owners[0][0]
+        return ((worker_id, tuple(local for owner, local in owners if owner == worker_id)),)
+
+    def _live_placements(self) -> dict[int, Placement]:
+        """Where each job runs now: its live runs, in rank order, when its gang is whole."""
+        live: dict[int, list[Run]] = {}
+        for run in self.runs.values():
+            if run.ended_at is None:
+                live.setdefault(run.job_id, []).append(run)
+        return {
+            job_id: tuple((run.worker_id, run.gpus) for run in sorted(runs, key=lambda r: r.rank))
+            for job_id, runs in live.items()
+            if len(runs) == runs[0].world_size
+        }
 
     def _credit_target(self, job: TrackedJob) -> float:
         total = job.target_steps

@@ -59,6 +59,8 @@ class WorkerSettings:
     # CPU cores and memory (GB) it offers to jobs; None: what this machine has.
     cpus: float | None = None
     memory_gb: float | None = None
+    # Where other workers reach this one's jobs (a gang's rendezvous); None: the hostname.
+    rendezvous_host: str | None = None
 
 
 def machine_cpus() -> float:
@@ -185,6 +187,7 @@ class WorkerAgent:
                 pid=os.getpid(),
                 cpus=self.settings.cpus or machine_cpus(),
                 memory_gb=self.settings.memory_gb or machine_memory_gb(),
+                rendezvous_host=self.settings.rendezvous_host or "",
             ),
         )
         assert isinstance(reply, pb.RegisterReply)

@@ -10,6 +10,7 @@ samples in all.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from shock.workloads.adaptation import (
 from shock.workloads.channel import Channel
 from shock.workloads.checkpoint import load_latest_checkpoint, write_checkpoint
 from shock.workloads.families import FAMILIES, parse_job_type
+from shock.workloads.gang import Gang, Rendezvous
 from shock.workloads.lease import Lease
 from shock.workloads.limits import ProcessLimits
 from shock.workloads.messages import (
@@ -69,6 +71,8 @@ class JobConfig:
     checkpoint_every_s: float = 10.0
     # Samples per adaptation window; None: one epoch of the workload's synthetic data.
     adaptation_window_samples: int | None = None
+    # One rank of a gang (data-parallel over several processes); None: a job of one process.
+    rendezvous: Rendezvous | None = None
 
     def __post_init__(self) -> None:
         if self.target_steps < 1:
@@ -76,6 +80,10 @@ class JobConfig:
         if self.adaptation not in ADAPTATION_MODES:
             raise ValueError(
                 f"unknown adaptation {self.adaptation!r}; valid: {', '.join(ADAPTATION_MODES)}"
+            )
+        if self.rendezvous is not None and self.adaptation != "static":
+            raise ValueError(
+                f"adaptation {self.adaptation!r} needs one process; a gang trains static"
             )
         for name in ("report_every_s", "checkpoint_every_s"):
             if not getattr(self, name) > 0:
@@ -127,6 +135,16 @@ class TrainingHarness:
         self._report_step = 0
         self._losses: list[float] = []
         self._resume()
+        self.gang: Gang | None = None
+        if config.rendezvous is not None:
+            self.gang = Gang(config.rendezvous, self.workload.device)
+            self.gang.check_same_step(self.progress.step)
+            self.gang.broadcast_parameters(self.workload.model)
+
+    @property
+    def is_lead(self) -> bool:
+        """Writes checkpoints and reports progress: the job alone, or its gang's rank 0."""
+        return self.gang is None or self.gang.rank == 0
 
     # -- control ------------------------------------------------------------------------
 
@@ -161,11 +179,15 @@ class TrainingHarness:
             now = self.clock()
             if progress.done:
                 return self._finish("done")
-            if self._preempt_requested or not self.channel.connected():
-                # Without its agent, the job saves its progress and stops (it could only run
-                # on until its lease ran out, holding the device for no one).
+            # Without its agent, the job saves its progress and stops (it could only run
+            # on until its lease ran out, holding the device for no one).
+            stop = self._preempt_requested or not self.channel.connected()
+            expired = self.lease.expired(progress.step, now)
+            if self.gang is not None:
+                stop, expired = self.gang.agree_to_stop(stop, expired)
+            if stop:
                 return self._finish("preempted")
-            if self.lease.expired(progress.step, now):
+            if expired:
                 return self._finish("lease_expired")
             if self.lease.wants_renewal(progress.step, now):
                 self.channel.send(LeaseRequest(progress.step))
@@ -202,6 +224,10 @@ class TrainingHarness:
     def _train_step(self) -> float:
         progress, workload = self.progress, self.workload
         size = progress.next_batch_size()
+        if self.gang is not None:
+            loss = self._gang_step(self.gang, progress.samples, size)
+            progress.advance(size)
+            return loss
         if self.policy.needs_small_batch and size >= 2:
             batch = workload.batch(progress.samples, size)
             workload.optimizer.zero_grad(set_to_none=True)
@@ -224,6 +250,23 @@ class TrainingHarness:
             self.channel.send(BatchSizeRequest(progress.step, wanted, reason))
             self._requested_batch_size = wanted
         return loss
+
+    def _gang_step(self, gang: Gang, position: int, size: int) -> float:
+        """This rank's part of one data-parallel step over the global batch at `position`.
+        Its loss is weighted by its share of the batch, so the averaged gradient is the
+        whole batch's mean gradient whatever the parts' sizes."""
+        workload = self.workload
+        start, end = gang.shard(size)
+        part = tuple(t[start:end] for t in workload.batch(position, size))
+        workload.optimizer.zero_grad(set_to_none=True)
+        loss_value = math.nan  # no sample of a last batch smaller than the gang
+        if end > start:
+            loss = workload.loss(workload.model, part)
+            (loss * (gang.world_size * (end - start) / size)).backward()
+            loss_value = loss.item()
+        gang.average_gradients(workload.model)
+        workload.optimizer.step()
+        return loss_value
 
     def _backward_in_two_parts(
         self, batch: tuple[torch.Tensor, ...], size: int
@@ -259,11 +302,24 @@ class TrainingHarness:
         steps = progress.step - self._report_step
         if steps <= 0:
             return
-        mean_loss = sum(self._losses) / len(self._losses) if self._losses else math.nan
+        losses = [loss for loss in self._losses if math.isfinite(loss)]
+        mean_loss = sum(losses) / len(losses) if losses else math.nan
+        rate = steps / max(now - self._report_time, 1e-9)
+        if self.gang is not None:
+            # Each rank's own record of its part (its job log), the lead's included.
+            print(
+                f"rank {self.gang.rank}/{self.gang.world_size}: step {progress.step} "
+                f"loss {mean_loss:.6g} steps/s {rate:.3g}",
+                file=sys.stderr,
+                flush=True,
+            )
+        if not self.is_lead:
+            self._report_time, self._report_step, self._losses = now, progress.step, []
+            return
         self.channel.send(
             Progress(
                 step=progress.step,
-                steps_per_s=steps / max(now - self._report_time, 1e-9),
+                steps_per_s=rate,
                 batch_size=progress.batch_size,
                 loss=mean_loss if math.isfinite(mean_loss) else None,
                 target_steps=progress.target_steps,
@@ -281,11 +337,13 @@ class TrainingHarness:
         return reason
 
     def _checkpoint(self, now: float) -> None:
+        self._last_checkpoint_step = self.progress.step
+        self._last_checkpoint_time = now
+        if not self.is_lead:
+            return  # the gang's weights are the same on every rank: rank 0 saves them
         path = write_checkpoint(
             self.config.checkpoint_dir, self.progress.step, self._checkpoint_state()
         )
-        self._last_checkpoint_step = self.progress.step
-        self._last_checkpoint_time = now
         self.channel.send(CheckpointWritten(self.progress.step, str(path)))
 
     def _checkpoint_state(self) -> dict[str, Any]:

@@ -54,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="samples per Accordion/GNS window (default: one epoch of the synthetic data)",
     )
     parser.add_argument("--num-threads", type=int, default=1, help="torch intra-op threads")
+    gang = parser.add_argument_group("gang", "one rank of a data-parallel job on several GPUs")
+    gang.add_argument("--world-size", type=int, default=1, help="ranks in the gang (1: alone)")
+    gang.add_argument("--rank", type=int, default=0)
+    gang.add_argument("--local-rank", type=int, default=0, help="its index on this machine")
+    gang.add_argument("--master-addr", default="", help="rank 0's host, where the gang meets")
+    gang.add_argument("--master-port", type=int, default=0)
     return parser
 
 
@@ -86,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parse_job_type(args.job_type)  # fail fast, before importing torch
         import torch
 
+        from shock.workloads.gang import Rendezvous
         from shock.workloads.harness import JobConfig, TrainingHarness
         from shock.workloads.limits import observed_limits
         from shock.workloads.workload import check_device
@@ -105,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             lease_s=args.lease_s,
             checkpoint_every_s=args.checkpoint_every_s,
             adaptation_window_samples=args.adaptation_window_samples,
+            rendezvous=None if args.world_size <= 1 else Rendezvous(
+                args.rank, args.world_size, args.master_addr, args.master_port, args.local_rank
+            ),
         )
         limits = observed_limits(torch.get_num_threads())
         harness = TrainingHarness(config, channel, launched_at=launched_at, limits=limits)

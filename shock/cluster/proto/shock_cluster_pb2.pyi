@@ -25,7 +25,7 @@ class LiveRun(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., job_id: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("worker_id", "hostname", "gpu_type", "devices", "live_runs", "pid", "cpus", "memory_gb")
+    __slots__ = ("worker_id", "hostname", "gpu_type", "devices", "live_runs", "pid", "cpus", "memory_gb", "rendezvous_host")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,7 @@ class RegisterRequest(_message.Message):
     PID_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_GB_FIELD_NUMBER: _ClassVar[int]
+    RENDEZVOUS_HOST_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     hostname: str
     gpu_type: str
@@ -42,7 +43,8 @@ class RegisterRequest(_message.Message):
     pid: int
     cpus: float
     memory_gb: float
-    def __init__(self, worker_id: _Optional[str] = ..., hostname: _Optional[str] = ..., gpu_type: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., live_runs: _Optional[_Iterable[_Union[LiveRun, _Mapping]]] = ..., pid: _Optional[int] = ..., cpus: _Optional[float] = ..., memory_gb: _Optional[float] = ...) -> None: ...
+    rendezvous_host: str
+    def __init__(self, worker_id: _Optional[str] = ..., hostname: _Optional[str] = ..., gpu_type: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., live_runs: _Optional[_Iterable[_Union[LiveRun, _Mapping]]] = ..., pid: _Optional[int] = ..., cpus: _Optional[float] = ..., memory_gb: _Optional[float] = ..., rendezvous_host: _Optional[str] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("worker_id", "heartbeat_s", "scheduler_incarnation")
@@ -65,7 +67,7 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., live_runs: _Optional[_Iterable[_Union[LiveRun, _Mapping]]] = ..., wait_s: _Optional[float] = ...) -> None: ...
 
 class Launch(_message.Message):
-    __slots__ = ("run_id", "job_id", "job_type", "target_steps", "checkpoint_dir", "gpus", "lease_s", "seed", "adaptation", "cpus", "memory_gb")
+    __slots__ = ("run_id", "job_id", "job_type", "target_steps", "checkpoint_dir", "gpus", "lease_s", "seed", "adaptation", "cpus", "memory_gb", "rank", "world_size", "local_rank", "master_addr", "master_port")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +79,11 @@ class Launch(_message.Message):
     ADAPTATION_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_GB_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_RANK_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    MASTER_PORT_FIELD_NUMBER: _ClassVar[int]
     run_id: int
     job_id: int
     job_type: str
@@ -88,7 +95,12 @@ class Launch(_message.Message):
     adaptation: str
     cpus: float
     memory_gb: float
-    def __init__(self, run_id: _Optional[int] = ..., job_id: _Optional[int] = ..., job_type: _Optional[str] = ..., target_steps: _Optional[int] = ..., checkpoint_dir: _Optional[str] = ..., gpus: _Optional[_Iterable[int]] = ..., lease_s: _Optional[float] = ..., seed: _Optional[int] = ..., adaptation: _Optional[str] = ..., cpus: _Optional[float] = ..., memory_gb: _Optional[float] = ...) -> None: ...
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str
+    master_port: int
+    def __init__(self, run_id: _Optional[int] = ..., job_id: _Optional[int] = ..., job_type: _Optional[str] = ..., target_steps: _Optional[int] = ..., checkpoint_dir: _Optional[str] = ..., gpus: _Optional[_Iterable[int]] = ..., lease_s: _Optional[float] = ..., seed: _Optional[int] = ..., adaptation: _Optional[str] = ..., cpus: _Optional[float] = ..., memory_gb: _Optional[float] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., local_rank: _Optional[int] = ..., master_addr: _Optional[str] = ..., master_port: _Optional[int] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("run_id", "seconds")
