@@ -741,8 +741,9 @@ class ClusterScheduler(JobBook):
 
     # A round: the plan carried out, then reported.
 
-    def allocation(self) -> tuple[int, dict[int, tuple[str, tuple[int, ...]]]]:
-        """The current round and where its plan puts each job: worker and its GPUs."""
+    def allocation(self) -> tuple[int, dict[int, Placement]]:
+        """The current round and where its plan puts each job: (worker, its GPUs) for each
+        worker the job's gang spans."""
         with self._lock:
             return self._round_index, dict(self._plan)
 

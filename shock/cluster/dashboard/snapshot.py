@@ -61,9 +61,11 @@ def take_snapshot(scheduler: ClusterScheduler, users: Users) -> dict[str, Any]:
     for worker in workers:
         worker["gpu_jobs"] = [held.get((worker["id"], gpu)) for gpu in range(worker["gpus"])]
     total = sum(worker["gpus"] for worker in workers if worker["alive"])
+    # One row per worker a job's gang spans (a gang may train across workers).
     allocation = [
         {"job_id": job_id, "worker": worker_id, "gpus": list(gpus)}
-        for job_id, (worker_id, gpus) in sorted(plan.items())
+        for job_id, placement in sorted(plan.items())
+        for worker_id, gpus in placement
     ]
     return {
         "time_unix": time.time(),
