@@ -185,6 +185,9 @@ def test_killed_scheduler_restarts_from_its_journal(tmp_path: Path, policy: str)
         first, _ = _start_cluster(procs, tmp_path, port, policy)
         wait_for(lambda: bool(query(state_dir, "SELECT 1 FROM jobs WHERE checkpoint_step > 0")),
                  60, "a checkpoint")  # fmt: skip
+        # The engine's state is journaled as each round ends: kill once there is one.
+        wait_for(lambda: bool(query(state_dir, "SELECT 1 FROM meta WHERE key = 'engine_state'")),
+                 120, "a journaled engine state")  # fmt: skip
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=5)
         saved = query(state_dir, "SELECT value FROM meta WHERE key = 'engine_state'")

@@ -12,10 +12,12 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cluster_procs import SHOCK, query, wait_for, write_trace
+from ray_exclusive import ray_to_ourselves
 
 from shock.cluster.ray_nodes import parse_local_gpus, workers_of_nodes
 from shock.core.errors import ShockError
@@ -35,6 +37,12 @@ THREE_FAMILIES = [
     ("ResNet-18 (batch size 32)", 200),
     ("LM (batch size 32)", 300),
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _only_ray_module_running() -> Iterator[None]:
+    with ray_to_ourselves():
+        yield
 
 
 def runs_by_job(state_dir: Path) -> dict[int, list[tuple[object, ...]]]:

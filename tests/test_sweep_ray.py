@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ray_exclusive import ray_to_ourselves
 from shock_cli import run_shock
 from typer.testing import CliRunner
 
@@ -75,6 +76,12 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _only_ray_module_running() -> Iterator[None]:
+    with ray_to_ourselves():
+        yield
 
 
 @pytest.fixture(scope="module")
