@@ -203,6 +203,33 @@ _set_cpus = _SLOT_SETTERS["cpus"]
 _set_memory_gb = _SLOT_SETTERS["memory_gb"]
 
 
+class _UnitCounters(NamedTuple):
+    """The selection's view of every unit's per-type counters, as (unit, type) matrices with
+    the types in the round's order (one conversion per round instead of a Python loop over
+    every unit and type)."""
+
+    rates: np.ndarray
+    shares: np.ndarray  # 0 where the unit has no allocation
+    time_so_far: np.ndarray
+    deficit: np.ndarray
+
+    @staticmethod
+    def of(units: Sequence[Unit], types: int, order: list[int]) -> _UnitCounters:
+        count = len(units)
+        none = [0.0] * types
+
+        def matrix(rows: Any) -> np.ndarray:
+            flat = np.fromiter(chain.from_iterable(rows), float, count * types)
+            return flat.reshape(count, types)[:, order]
+
+        return _UnitCounters(
+            matrix(unit.rates for unit in units),
+            matrix(none if unit.allocation is None else unit.allocation for unit in units),
+            matrix(unit.time_so_far for unit in units),
+            matrix(unit.deficit for unit in units),
+        )
+
+
 class Mechanism:
     def __init__(
         self,
@@ -552,48 +579,33 @@ class Mechanism:
         reset (plus carried deficit); pairs with no allocation come last (backfill)."""
         half_round = self.config.round_length_s / 2
         elapsed = now - self.last_reset_s
-        backfill = self.policy.backfill
-        # The (unit, type) entries as columns: sorted by (allocated, owed, share) descending,
-        # ties by position (arrival order, singles then pairs), then by type order.
-        allocated_of: list[bool] = []
-        owed_of: list[float] = []
-        share_of: list[float] = []
-        position_of: list[int] = []
-        entries: list[tuple[int, Unit]] = []
-        for position, unit in enumerate(self._units()):
-            allocation = unit.allocation
-            if allocation is None and not backfill:
-                continue  # the walk stops before the first unallocated entry
-            rates, time_so_far, deficit = unit.rates, unit.time_so_far, unit.deficit
-            for column in order:
-                if rates[column] <= 0:
-                    continue
-                share = allocation[column] if allocation is not None else 0.0
-                allocated = share > 0
-                if not allocated and not backfill:
-                    continue
-                allocated_of.append(allocated)
-                received = time_so_far[column] - half_round
-                owed_of.append(deficit[column] + share * elapsed - received)
-                share_of.append(share)
-                position_of.append(position)
-                entries.append((column, unit))
-        count = len(entries)
+        units = self._units()
+        counters = _UnitCounters.of(units, len(self.worker_types), order)
+        # The (unit, type) entries, unit by unit and in type order within a unit: those with
+        # a throughput and (unless the policy backfills) a share.
+        runnable = counters.rates > 0
+        if not self.policy.backfill:
+            runnable &= counters.shares > 0
+        entry = np.flatnonzero(runnable)
+        shares = counters.shares.ravel()[entry]
+        # Gavel's arithmetic, element by element: deficit + share x elapsed - received.
+        owed = (
+            counters.deficit.ravel()[entry]
+            + shares * elapsed
+            - (counters.time_so_far.ravel()[entry] - half_round)
+        )
         # A stable sort, ascending on the negated keys: the order of Python's stable sort with
-        # reverse=True on (allocated, owed, share, -position).
-        walk = np.lexsort(
-            (
-                np.fromiter(position_of, np.int64, count),
-                -np.fromiter(share_of, float, count),
-                -np.fromiter(owed_of, float, count),
-                -np.fromiter(allocated_of, np.int8, count),
-            )
-        ).tolist()
+        # reverse=True on (allocated, owed, share), ties in entry order (arrival order,
+        # singles then pairs, then type order).
+        walk = entry[np.lexsort((-shares, -owed, -(shares > 0).astype(np.int8)))]
+        width = len(order)
         left = dict(zip(order, (self._gpus_of_column[column] for column in order), strict=True))
         free = sum(left.values())
         chosen: dict[int, list[Unit]] = {column: [] for column in order}
         selected: set[int] = set()
-        for column, unit in map(entries.__getitem__, walk):
+        columns = (np.asarray(order)[walk % width]).tolist()
+        for row, column in zip((walk // width).tolist(), columns, strict=True):
+            unit = units[row]
             size = unit.scale_factor
             if size > left[column] or not selected.isdisjoint(unit.member_ids):
                 continue
@@ -637,36 +649,39 @@ class Mechanism:
         allocation), ties in arrival order (singles, then pairs)."""
         backfill = self.policy.backfill
         units = self._units()
+        counters = _UnitCounters.of(units, len(self.worker_types), order)
         chosen: dict[int, list[Unit]] = {}
         selected: set[int] = set()
-        for column in order:
+        for index, column in enumerate(order):
             worker_time = self.worker_time[column]
-            entries: list[tuple[float, float, float, Unit]] = []
-            append = entries.append
-            for unit in units:
-                allocation = unit.allocation
-                share = allocation[column] if allocation is not None else 0.0
-                if share <= 0 or unit.rates[column] <= 0:
-                    append((0.0, unit.deficit[column], share, unit))
-                    continue
-                # Gavel's arithmetic, in its order: allocation / (received / worker time).
-                fraction = unit.time_so_far[column] / worker_time if worker_time > 0 else 0.0
-                priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
-                append((priority, unit.deficit[column], share, unit))
-            entries.sort(key=_PRIORITY_KEY, reverse=True)
+            shares = counters.shares[:, index]
+            rates = counters.rates[:, index]
+            # Gavel's arithmetic, in its order: allocation / (received / worker time); a unit
+            # with no share or no throughput here has priority 0.
+            if worker_time > 0:
+                fraction = counters.time_so_far[:, index] / worker_time
+            else:
+                fraction = np.zeros(len(units))
+            priority = shares * _NO_FRACTION_PRIORITY
+            np.divide(shares, fraction, out=priority, where=fraction > 0)
+            priority[(shares <= 0) | (rates <= 0)] = 0.0
+            # Python's stable sort with reverse=True on (priority, deficit, share): a stable
+            # ascending sort on the negated keys.
+            walk = np.lexsort((-shares, -counters.deficit[:, index], -priority))
+            # Units with no throughput here are never taken, nor (without backfill) those
+            # with no priority.
+            takeable = rates[walk] > 0
+            if not backfill:
+                takeable &= priority[walk] > 0
             left = self._gpus_of_column[column]
             picked: list[Unit] = []
-            for priority, _, _, unit in entries:
+            for row in walk[takeable].tolist():
+                unit = units[row]
                 size = unit.scale_factor
                 if size > left:
                     continue
                 ids = unit.member_ids
-                if (
-                    ids[0] in selected
-                    or (len(ids) > 1 and ids[1] in selected)
-                    or unit.rates[column] <= 0
-                    or (not backfill and priority <= 0)
-                ):
+                if ids[0] in selected or (len(ids) > 1 and ids[1] in selected):
                     continue
                 left -= size
                 selected.update(ids)
