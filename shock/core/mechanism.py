@@ -134,6 +134,10 @@ class Assignment(NamedTuple):
         return self.rates[0]
 
 
+# Builds a named tuple without its Python-level __new__ (several per unit per round).
+_new_tuple = tuple.__new__
+
+
 def _kept(assignment: Assignment) -> Assignment:
     """The same assignment, marked as having kept its GPUs (cheaper than `_replace`)."""
     unit, column, worker_type, gpus, rates, _, grant = assignment
@@ -276,6 +280,8 @@ class Mechanism:
         self._by_id: list[JobState] | None = []  # active jobs by id; None: to be sorted again
         self.pairs: dict[tuple[int, int], PairState] = {}
         self.worker_time = [0.0] * len(self.worker_types)
+        self._all_columns = list(range(len(self.worker_types)))
+        self._half_rounds = [config.round_length_s / 2] * len(self.worker_types)
         self.need_allocation = True
         self.last_reset_s = 0.0
         self.allocation: Allocation = Allocation.empty(self.worker_types)
@@ -526,16 +532,17 @@ class Mechanism:
         for column in range(len(self.worker_types)):
             self.worker_time[column] = half_round * tracked
         units: list[Unit] = [*self.active.values(), *self.pairs.values()]
-        columns = range(len(self.worker_types))
-        for job in units:
-            allocation, deficit, time_so_far = job.allocation, job.deficit, job.time_so_far
-            for column in columns:
-                should = allocation[column] * elapsed if allocation else 0.0
-                received = time_so_far[column] - half_round
-                if should == 0.0 and received == 0.0:
-                    continue  # nothing owed, nothing received: the deficit stays as it is
-                deficit[column] += should - received
-                time_so_far[column] = half_round
+        if units:
+            # Every unit's counters at once, with the arithmetic of one unit and type:
+            # deficit += allocation x elapsed - received, unless nothing was owed or received.
+            counters = _UnitCounters.of(units, len(self.worker_types), self._all_columns)
+            should = counters.shares * elapsed
+            received = counters.time_so_far - half_round
+            untouched = (should == 0.0) & (received == 0.0)
+            deficit = np.where(untouched, counters.deficit, counters.deficit + (should - received))
+            for unit, row in zip(units, deficit.tolist(), strict=True):
+                unit.deficit[:] = row
+                unit.time_so_far[:] = self._half_rounds
         self.last_reset_s = now
 
     def _policy_input(self, now: float) -> PolicyInput:
@@ -696,6 +703,7 @@ class Mechanism:
         previous = self.previous_round
         hold = self.config.hold_unallocated_jobs
         extends_leases = getattr(self.placement, "extends_leases", False)
+        sensitive = self.config.placement_sensitive
         if self.resource_aware:
             self._reset_speeds()
         for column in order:
@@ -720,17 +728,27 @@ class Mechanism:
                     assignments.append(last if last.kept_gpus else _kept(last))
                 continue
             requests = [
-                PlacementRequest(unit.key, unit.scale_factor, last.gpus if last else None)
+                _new_tuple(
+                    PlacementRequest,
+                    (unit.key, unit.scale_factor, None if last is None else last.gpus),
+                )
                 for unit in runnable
                 for last in (stayed.get(unit.key),)
             ]
             gpus_of = self.placement.place(self.servers_by_column[column], requests)
             check_placement(self.placement, self.servers_by_column[column], requests, gpus_of)
+            worker_type = self.worker_types[column]
+            append = assignments.append
             for unit in runnable:
-                gpus = gpus_of[unit.key]
-                last = stayed.get(unit.key)
+                key = unit.key
+                gpus = gpus_of[key]
+                last = stayed.get(key)
                 kept = last is not None and last.gpus == gpus
-                assignments.append(self._assignment(unit, column, gpus, kept))
+                if type(unit) is JobState and (len(gpus) == 1 or not sensitive):
+                    rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`, inline
+                else:
+                    rates = self._rates_on(unit, column, gpus)
+                append(_new_tuple(Assignment, (unit, column, worker_type, gpus, rates, kept, None)))
         return assignments
 
     def _place_with_resources(self, column: int, runnable: list[Unit]) -> list[Assignment]:
