@@ -606,23 +606,38 @@ class Mechanism:
         # singles then pairs, then type order).
         walk = entry[np.lexsort((-shares, -owed, -(shares > 0).astype(np.int8)))]
         width = len(order)
-        left = dict(zip(order, (self._gpus_of_column[column] for column in order), strict=True))
-        free = sum(left.values())
-        chosen: dict[int, list[Unit]] = {column: [] for column in order}
-        selected: set[int] = set()
-        columns = (np.asarray(order)[walk % width]).tolist()
-        for row, column in zip((walk // width).tolist(), columns, strict=True):
-            unit = units[row]
-            size = unit.scale_factor
-            if size > left[column] or not selected.isdisjoint(unit.member_ids):
-                continue
-            left[column] -= size
-            selected.update(unit.member_ids)
-            chosen[column].append(unit)
-            free -= size
-            if free == 0:
-                break  # every GPU is taken (gangs have at least one GPU)
-        return chosen
+        # Free GPUs and chosen units by position in `order` (lists: cheaper than dicts here).
+        left = [self._gpus_of_column[column] for column in order]
+        free = sum(left)
+        picked: list[list[Unit]] = [[] for _ in order]
+        sizes = [unit.scale_factor for unit in units]
+        if self.pairs:
+            selected: set[int] = set()
+            for row, index in zip((walk // width).tolist(), (walk % width).tolist(), strict=True):
+                unit = units[row]
+                size = sizes[row]
+                if size > left[index] or not selected.isdisjoint(unit.member_ids):
+                    continue
+                left[index] -= size
+                selected.update(unit.member_ids)
+                picked[index].append(unit)
+                free -= size
+                if free == 0:
+                    break  # every GPU is taken (gangs have at least one GPU)
+        else:
+            # Jobs alone: a job is taken at most once, whichever of its entries comes first.
+            taken = [False] * len(units)
+            for row, index in zip((walk // width).tolist(), (walk % width).tolist(), strict=True):
+                size = sizes[row]
+                if size > left[index] or taken[row]:
+                    continue
+                left[index] -= size
+                taken[row] = True
+                picked[index].append(units[row])
+                free -= size
+                if free == 0:
+                    break  # every GPU is taken (gangs have at least one GPU)
+        return dict(zip(order, picked, strict=True))
 
     def _select_in_order(
         self, order: list[int], round_order: tuple[UnitKey, ...]
@@ -656,39 +671,36 @@ class Mechanism:
         allocation), ties in arrival order (singles, then pairs)."""
         backfill = self.policy.backfill
         units = self._units()
-        counters = _UnitCounters.of(units, len(self.worker_types), order)
         chosen: dict[int, list[Unit]] = {}
         selected: set[int] = set()
-        for index, column in enumerate(order):
+        for column in order:
             worker_time = self.worker_time[column]
-            shares = counters.shares[:, index]
-            rates = counters.rates[:, index]
-            # Gavel's arithmetic, in its order: allocation / (received / worker time); a unit
-            # with no share or no throughput here has priority 0.
-            if worker_time > 0:
-                fraction = counters.time_so_far[:, index] / worker_time
-            else:
-                fraction = np.zeros(len(units))
-            priority = shares * _NO_FRACTION_PRIORITY
-            np.divide(shares, fraction, out=priority, where=fraction > 0)
-            priority[(shares <= 0) | (rates <= 0)] = 0.0
-            # Python's stable sort with reverse=True on (priority, deficit, share): a stable
-            # ascending sort on the negated keys.
-            walk = np.lexsort((-shares, -counters.deficit[:, index], -priority))
-            # Units with no throughput here are never taken, nor (without backfill) those
-            # with no priority.
-            takeable = rates[walk] > 0
-            if not backfill:
-                takeable &= priority[walk] > 0
+            entries: list[tuple[float, float, float, Unit]] = []
+            append = entries.append
+            for unit in units:
+                allocation = unit.allocation
+                share = allocation[column] if allocation is not None else 0.0
+                if share <= 0 or unit.rates[column] <= 0:
+                    append((0.0, unit.deficit[column], share, unit))
+                    continue
+                # Gavel's arithmetic, in its order: allocation / (received / worker time).
+                fraction = unit.time_so_far[column] / worker_time if worker_time > 0 else 0.0
+                priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
+                append((priority, unit.deficit[column], share, unit))
+            entries.sort(key=_PRIORITY_KEY, reverse=True)
             left = self._gpus_of_column[column]
             picked: list[Unit] = []
-            for row in walk[takeable].tolist():
-                unit = units[row]
+            for priority, _, _, unit in entries:
                 size = unit.scale_factor
                 if size > left:
                     continue
                 ids = unit.member_ids
-                if ids[0] in selected or (len(ids) > 1 and ids[1] in selected):
+                if (
+                    ids[0] in selected
+                    or (len(ids) > 1 and ids[1] in selected)
+                    or unit.rates[column] <= 0
+                    or (not backfill and priority <= 0)
+                ):
                     continue
                 left -= size
                 selected.update(ids)
