@@ -219,19 +219,20 @@ class _UnitCounters(NamedTuple):
 
     @staticmethod
     def of(units: Sequence[Unit], types: int, order: list[int]) -> _UnitCounters:
-        count = len(units)
         none = [0.0] * types
-
-        def matrix(rows: Any) -> np.ndarray:
-            flat = np.fromiter(chain.from_iterable(rows), float, count * types)
-            return flat.reshape(count, types)[:, order]
-
-        return _UnitCounters(
-            matrix(unit.rates for unit in units),
-            matrix(none if unit.allocation is None else unit.allocation for unit in units),
-            matrix(unit.time_so_far for unit in units),
-            matrix(unit.deficit for unit in units),
+        # One pass over the units: each gives its four rows in turn.
+        rows = chain.from_iterable(
+            (
+                unit.rates,
+                none if unit.allocation is None else unit.allocation,
+                unit.time_so_far,
+                unit.deficit,
+            )
+            for unit in units
         )
+        flat = np.fromiter(chain.from_iterable(rows), float, len(units) * 4 * types)
+        block = flat.reshape(len(units), 4, types)[:, :, order]
+        return _UnitCounters(block[:, 0], block[:, 1], block[:, 2], block[:, 3])
 
 
 class Mechanism:
@@ -280,8 +281,6 @@ class Mechanism:
         self._by_id: list[JobState] | None = []  # active jobs by id; None: to be sorted again
         self.pairs: dict[tuple[int, int], PairState] = {}
         self.worker_time = [0.0] * len(self.worker_types)
-        self._all_columns = list(range(len(self.worker_types)))
-        self._half_rounds = [config.round_length_s / 2] * len(self.worker_types)
         self.need_allocation = True
         self.last_reset_s = 0.0
         self.allocation: Allocation = Allocation.empty(self.worker_types)
@@ -532,17 +531,16 @@ class Mechanism:
         for column in range(len(self.worker_types)):
             self.worker_time[column] = half_round * tracked
         units: list[Unit] = [*self.active.values(), *self.pairs.values()]
-        if units:
-            # Every unit's counters at once, with the arithmetic of one unit and type:
-            # deficit += allocation x elapsed - received, unless nothing was owed or received.
-            counters = _UnitCounters.of(units, len(self.worker_types), self._all_columns)
-            should = counters.shares * elapsed
-            received = counters.time_so_far - half_round
-            untouched = (should == 0.0) & (received == 0.0)
-            deficit = np.where(untouched, counters.deficit, counters.deficit + (should - received))
-            for unit, row in zip(units, deficit.tolist(), strict=True):
-                unit.deficit[:] = row
-                unit.time_so_far[:] = self._half_rounds
+        columns = range(len(self.worker_types))
+        for job in units:
+            allocation, deficit, time_so_far = job.allocation, job.deficit, job.time_so_far
+            for column in columns:
+                should = allocation[column] * elapsed if allocation else 0.0
+                received = time_so_far[column] - half_round
+                if should == 0.0 and received == 0.0:
+                    continue  # nothing owed, nothing received: the deficit stays as it is
+                deficit[column] += should - received
+                time_so_far[column] = half_round
         self.last_reset_s = now
 
     def _policy_input(self, now: float) -> PolicyInput:
