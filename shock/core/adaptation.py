@@ -50,4 +50,7 @@ class AdaptationRules(Protocol):
         registry: PluginRegistry,
         table: ThroughputTable,
         worker_types: tuple[str, ...],
-    ) -> BatchSizeRules: ...
+    ) -> BatchSizeRules | None:
+        """The rules one run uses; None when they would never change a batch size (the
+        engine then skips them every round)."""
+        ...

@@ -142,6 +142,10 @@ class Assignment(NamedTuple):
         return self.rates[0]
 
 
+# Builds a named tuple without its Python-level __new__ (several per unit per round).
+_new_tuple = tuple.__new__
+
+
 def _kept(assignment: Assignment) -> Assignment:
     """The same assignment, marked as having kept its GPUs (cheaper than `_replace`)."""
     unit, column, worker_type, gpus, rates, _, grant = assignment
@@ -209,6 +213,34 @@ _set_time_run_s = _SLOT_SETTERS["time_run_s"]
 _set_speed = _SLOT_SETTERS["speed"]
 _set_cpus = _SLOT_SETTERS["cpus"]
 _set_memory_gb = _SLOT_SETTERS["memory_gb"]
+
+
+class _UnitCounters(NamedTuple):
+    """The selection's view of every unit's per-type counters, as (unit, type) matrices with
+    the types in the round's order (one conversion per round instead of a Python loop over
+    every unit and type)."""
+
+    rates: np.ndarray
+    shares: np.ndarray  # 0 where the unit has no allocation
+    time_so_far: np.ndarray
+    deficit: np.ndarray
+
+    @staticmethod
+    def of(units: Sequence[Unit], types: int, order: list[int]) -> _UnitCounters:
+        none = [0.0] * types
+        # One pass over the units: each gives its four rows in turn.
+        rows = chain.from_iterable(
+            (
+                unit.rates,
+                none if unit.allocation is None else unit.allocation,
+                unit.time_so_far,
+                unit.deficit,
+            )
+            for unit in units
+        )
+        flat = np.fromiter(chain.from_iterable(rows), float, len(units) * 4 * types)
+        block = flat.reshape(len(units), 4, types)[:, :, order]
+        return _UnitCounters(block[:, 0], block[:, 1], block[:, 2], block[:, 3])
 
 
 class Mechanism:
@@ -567,58 +599,58 @@ class Mechanism:
         reset (plus carried deficit); pairs with no allocation come last (backfill)."""
         half_round = self.config.round_length_s / 2
         elapsed = now - self.last_reset_s
-        backfill = self.policy.backfill
-        # The (unit, type) entries as columns: sorted by (allocated, owed, share) descending,
-        # ties by position (arrival order, singles then pairs), then by type order.
-        allocated_of: list[bool] = []
-        owed_of: list[float] = []
-        share_of: list[float] = []
-        position_of: list[int] = []
-        entries: list[tuple[int, Unit]] = []
-        for position, unit in enumerate(self._units()):
-            allocation = unit.allocation
-            if allocation is None and not backfill:
-                continue  # the walk stops before the first unallocated entry
-            rates, time_so_far, deficit = unit.rates, unit.time_so_far, unit.deficit
-            for column in order:
-                if rates[column] <= 0:
-                    continue
-                share = allocation[column] if allocation is not None else 0.0
-                allocated = share > 0
-                if not allocated and not backfill:
-                    continue
-                allocated_of.append(allocated)
-                received = time_so_far[column] - half_round
-                owed_of.append(deficit[column] + share * elapsed - received)
-                share_of.append(share)
-                position_of.append(position)
-                entries.append((column, unit))
-        count = len(entries)
+        units = self._units()
+        counters = _UnitCounters.of(units, len(self.worker_types), order)
+        # The (unit, type) entries, unit by unit and in type order within a unit: those with
+        # a throughput and (unless the policy backfills) a share.
+        runnable = counters.rates > 0
+        if not self.policy.backfill:
+            runnable &= counters.shares > 0
+        entry = np.flatnonzero(runnable)
+        shares = counters.shares.ravel()[entry]
+        # Gavel's arithmetic, element by element: deficit + share x elapsed - received.
+        owed = (
+            counters.deficit.ravel()[entry]
+            + shares * elapsed
+            - (counters.time_so_far.ravel()[entry] - half_round)
+        )
         # A stable sort, ascending on the negated keys: the order of Python's stable sort with
-        # reverse=True on (allocated, owed, share, -position).
-        walk = np.lexsort(
-            (
-                np.fromiter(position_of, np.int64, count),
-                -np.fromiter(share_of, float, count),
-                -np.fromiter(owed_of, float, count),
-                -np.fromiter(allocated_of, np.int8, count),
-            )
-        ).tolist()
-        left = dict(zip(order, (self._gpus_of_column[column] for column in order), strict=True))
-        free = sum(left.values())
-        chosen: dict[int, list[Unit]] = {column: [] for column in order}
-        selected: set[int] = set()
-        for column, unit in map(entries.__getitem__, walk):
-            size = unit.scale_factor
-            if size > left[column] or not selected.isdisjoint(unit.member_ids):
-                continue
-            left[column] -= size
-            selected.update(unit.member_ids)
-            chosen[column].append(unit)
-            free -= size
-            if free == 0:
-                break  # every GPU is taken (gangs have at least one GPU)
-        return chosen
+        # reverse=True on (allocated, owed, share), ties in entry order (arrival order,
+        # singles then pairs, then type order).
+        walk = entry[np.lexsort((-shares, -owed, -(shares > 0).astype(np.int8)))]
+        width = len(order)
+        # Free GPUs and chosen units by position in `order` (lists: cheaper than dicts here).
+        left = [self._gpus_of_column[column] for column in order]
+        free = sum(left)
+        picked: list[list[Unit]] = [[] for _ in order]
+        sizes = [unit.scale_factor for unit in units]
+        if self.pairs:
+            selected: set[int] = set()
+            for row, index in zip((walk // width).tolist(), (walk % width).tolist(), strict=True):
+                unit = units[row]
+                size = sizes[row]
+                if size > left[index] or not selected.isdisjoint(unit.member_ids):
+                    continue
+                left[index] -= size
+                selected.update(unit.member_ids)
+                picked[index].append(unit)
+                free -= size
+                if free == 0:
+                    break  # every GPU is taken (gangs have at least one GPU)
+        else:
+            # Jobs alone: a job is taken at most once, whichever of its entries comes first.
+            taken = [False] * len(units)
+            for row, index in zip((walk // width).tolist(), (walk % width).tolist(), strict=True):
+                size = sizes[row]
+                if size > left[index] or taken[row]:
+                    continue
+                left[index] -= size
+                taken[row] = True
+                picked[index].append(units[row])
+                free -= size
+                if free == 0:
+                    break  # every GPU is taken (gangs have at least one GPU)
+        return dict(zip(order, picked, strict=True))
 
     def _select_in_order(
         self, order: list[int], round_order: tuple[UnitKey, ...]
@@ -699,6 +731,7 @@ class Mechanism:
         previous = self.previous_round
         hold = self.config.hold_unallocated_jobs
         extends_leases = getattr(self.placement, "extends_leases", False)
+        sensitive = self.config.placement_sensitive
         if self.resource_aware:
             self._reset_speeds()
         for column in order:
@@ -723,17 +756,27 @@ class Mechanism:
                     assignments.append(last if last.kept_gpus else _kept(last))
                 continue
             requests = [
-                PlacementRequest(unit.key, unit.scale_factor, last.gpus if last else None)
+                _new_tuple(
+                    PlacementRequest,
+                    (unit.key, unit.scale_factor, None if last is None else last.gpus),
+                )
                 for unit in runnable
                 for last in (stayed.get(unit.key),)
             ]
             gpus_of = self.placement.place(self.servers_by_column[column], requests)
             check_placement(self.placement, self.servers_by_column[column], requests, gpus_of)
+            worker_type = self.worker_types[column]
+            append = assignments.append
             for unit in runnable:
-                gpus = gpus_of[unit.key]
-                last = stayed.get(unit.key)
+                key = unit.key
+                gpus = gpus_of[key]
+                last = stayed.get(key)
                 kept = last is not None and last.gpus == gpus
-                assignments.append(self._assignment(unit, column, gpus, kept))
+                if type(unit) is JobState and (len(gpus) == 1 or not sensitive):
+                    rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`, inline
+                else:
+                    rates = self._rates_on(unit, column, gpus)
+                append(_new_tuple(Assignment, (unit, column, worker_type, gpus, rates, kept, None)))
         return assignments
 
     def _place_with_resources(self, column: int, runnable: list[Unit]) -> list[Assignment]:

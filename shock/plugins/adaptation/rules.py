@@ -42,8 +42,9 @@ class ProfileRules:
         registry: PluginRegistry,
         table: ThroughputTable,
         worker_types: tuple[str, ...],
-    ) -> _FollowSchedules:
-        return _FollowSchedules(schedules)
+    ) -> _FollowSchedules | None:
+        # No job with a schedule (a static trace): nothing ever switches batch size.
+        return _FollowSchedules(schedules) if schedules else None
 
 
 class _ArtifactRules:
