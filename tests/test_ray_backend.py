@@ -199,7 +199,9 @@ def test_a_dead_node_s_jobs_resume_from_their_checkpoints_elsewhere(tmp_path: Pa
                 # A run resumes from a checkpoint: never past what earlier runs reached.
                 assert 0 <= int(str(run[2])) <= done_before, (job_id, job_runs)
             done_before = max(done_before, int(str(run[3])))
-        assert job_runs[-1][4] == "done" and job_runs[-1][1] != victim, (job_id, job_runs)
+        assert job_runs[-1][4] == "done", (job_id, job_runs)
+        if any(run[4] == "lost" for run in job_runs):  # finished on the node left
+            assert job_runs[-1][1] != victim, (job_id, job_runs)
     # The job the test saw checkpointed on the victim resumed from a checkpoint, not step 0.
     victim_runs = runs[int(str(victim_job))]
     assert any(run[2] is not None and int(str(run[2])) > 0 for run in victim_runs[1:]), runs
