@@ -84,7 +84,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policies", default=POLICIES)
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--jobs", type=int, default=60)
+    # 200 jobs: cells of about a second, as a real sweep's; tiny cells time pool start-up.
+    parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--parallel", type=int, default=2)
     args = parser.parse_args()
     policies = args.policies.split(",")
