@@ -6,24 +6,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
+from durable_simulation import Crash, DurableSimulation
 from feasibility import check_feasible
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shock.core.engine import Engine
 from shock.core.errors import InputError
-from shock.core.executor import ExecutorCapabilities, RoundPlan, RoundReport
-from shock.core.model import Cluster, JobSpec
 from shock.core.plugins import default_registry
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
 from shock.core.run import RunRequest
 from shock.core.runner import RunOptions, build_request, run
 from shock.core.solver import SolverSpec
-from shock.plugins.backends.simulator import SimulatedExecutor
 from shock.plugins.policies.gittins_index import ServiceDistribution, read_samples
 from shock.plugins.policies.tiresias import Tiresias, TiresiasGittins
 
@@ -308,42 +305,6 @@ def test_tiresias_beats_fifo_on_average_jct_on_the_bundled_trace() -> None:
     assert tiresias.metrics.avg_jct_s < fifo.metrics.avg_jct_s
 
 
-class _Crash(Exception):
-    pass
-
-
-class _DurableSimulation(SimulatedExecutor):
-    """The simulator keeping every saved engine state, crashing after some rounds, or
-    resuming from a saved state."""
-
-    capabilities = ExecutorCapabilities(simulates_jobs=True, durable=True)
-
-    def __init__(self, crash_after: int | None = None, resume: dict[str, Any] | None = None):
-        super().__init__()
-        self.saved: list[dict[str, Any]] = []
-        self.crash_after = crash_after
-        self.resume = resume
-        self.rounds_run = 0
-
-    def start(self, request: RunRequest, jobs: tuple[JobSpec, ...]) -> Cluster:
-        cluster = super().start(request, jobs)
-        if self.resume is not None:
-            self.now = float(self.resume["time_s"])
-        return cluster
-
-    def run_round(self, plan: RoundPlan) -> RoundReport:
-        if self.crash_after is not None and self.rounds_run == self.crash_after:
-            raise _Crash
-        self.rounds_run += 1
-        return super().run_round(plan)
-
-    def save_state(self, state: dict[str, Any]) -> None:
-        self.saved.append(json.loads(json.dumps(state)))
-
-    def load_state(self) -> dict[str, Any] | None:
-        return self.resume
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_the_engines_saved_state_carries_the_policys_queues(name: str) -> None:
     def request() -> RunRequest:
@@ -355,21 +316,21 @@ def test_the_engines_saved_state_carries_the_policys_queues(name: str) -> None:
             )
         )
 
-    crashed = _DurableSimulation(crash_after=60)
-    with pytest.raises(_Crash):
+    crashed = DurableSimulation(crash_after=60)
+    with pytest.raises(Crash):
         Engine(request(), crashed, "simulator").run()
     state = crashed.saved[-1]
     memory = state["policy"]["state"]["jobs"]
     assert state["policy"]["name"] == name
     assert {queue for queue, *_ in memory.values()} >= {0, 1}  # jobs have moved down
     # Restored into a new engine, the state (the policy's memory included) comes back whole.
-    engine = Engine(request(), _DurableSimulation(), "simulator")
+    engine = Engine(request(), DurableSimulation(), "simulator")
     engine._restore(engine._prepare(engine.request.cluster), state)
     engine.now = state["time_s"]
     assert json.loads(json.dumps(engine.snapshot())) == state
     # And a run resumed from it finishes every job when the uninterrupted run does.
-    whole = Engine(request(), _DurableSimulation(), "simulator").run()
-    resumed = Engine(request(), _DurableSimulation(resume=state), "simulator").run()
+    whole = Engine(request(), DurableSimulation(), "simulator").run()
+    resumed = Engine(request(), DurableSimulation(resume=state), "simulator").run()
     assert resumed.unfinished_jobs == 0
     assert {r.job_id: r.completion_s for r in resumed.records} == pytest.approx(
         {r.job_id: r.completion_s for r in whole.records}

@@ -12,28 +12,15 @@ from rich.console import Console
 from rich.table import Table
 
 from shock.cli.output import duration
-from shock.results.compare import DEFAULT_AVERAGED, Comparison, MetricValue, compare
+from shock.results.compare import (
+    DEFAULT_AVERAGED,
+    METRIC_LABELS,
+    SHARE_METRICS,
+    Comparison,
+    MetricValue,
+    compare,
+)
 
-# How each metric reads in the table; metrics not listed show their name.
-LABELS = {
-    "jobs": "jobs measured",
-    "avg_jct_s": "average JCT",
-    "p50_jct_s": "p50 JCT",
-    "p90_jct_s": "p90 JCT",
-    "p99_jct_s": "p99 JCT",
-    "makespan_s": "makespan",
-    "utilization": "cluster utilisation",
-    "worst_ftf_rho": "worst finish-time fairness ρ",
-    "unfair_fraction": "unfair jobs (ρ > 1.05)",
-    "preemptions": "preemptions",
-    "lease_extension_share": "lease extensions",
-    "rounds": "rounds",
-    "allocations": "allocations",
-    "solver_seconds": "solver time",
-    "wall_s": "wall time",
-    "unfinished_jobs": "unfinished jobs",
-}
-_SHARES = {"utilization", "unfair_fraction", "lease_extension_share"}
 _HIGHER_IS_BETTER = {"utilization", "lease_extension_share"}
 # Counts of what happened, neither better nor worse when higher.
 _NEUTRAL = {"jobs", "rounds", "allocations"}
@@ -104,7 +91,7 @@ def comparison_table(comparison: Comparison) -> Table:
             if index != comparison.baseline and ratio is not None:
                 text += f"  {_ratio_text(name, ratio)}"
             cells.append(text)
-        table.add_row(LABELS.get(name, name), *cells)
+        table.add_row(METRIC_LABELS.get(name, name), *cells)
     return table
 
 
@@ -116,7 +103,7 @@ def _value_text(name: str, value: MetricValue) -> str:
 
 
 def _format(name: str, value: float, spread: bool = False) -> str:
-    if name in _SHARES:
+    if name in SHARE_METRICS:
         return f"{value:.1%}"
     if name in ("wall_s", "solver_seconds"):
         return f"{value:.2f} s"

@@ -7,16 +7,9 @@ from rich.table import Table
 
 from shock.core.plugins import PluginRegistry
 from shock.core.results import RunResult
+from shock.results.compare import readable_duration
 
-
-def duration(seconds: float) -> str:
-    """A duration in the unit that keeps three significant figures readable: seconds for a
-    short cluster run, minutes, then hours for trace-scale simulations."""
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:,.2f} h"
+duration = readable_duration  # one rule for every table of durations
 
 
 def summary_table(result: RunResult) -> Table:

@@ -25,6 +25,39 @@ _SWEEP_BOOKKEEPING = ("cell", "status", "error", "wall_s")
 DEFAULT_AVERAGED = ("seed",)
 
 
+# How each metric reads in tables (the terminal's and the report's); others show their key.
+METRIC_LABELS = {
+    "jobs": "jobs measured",
+    "avg_jct_s": "average JCT",
+    "p50_jct_s": "p50 JCT",
+    "p90_jct_s": "p90 JCT",
+    "p99_jct_s": "p99 JCT",
+    "makespan_s": "makespan",
+    "utilization": "cluster utilisation",
+    "worst_ftf_rho": "worst finish-time fairness ρ",
+    "unfair_fraction": "unfair jobs (ρ > 1.05)",
+    "preemptions": "preemptions",
+    "lease_extension_share": "lease extensions",
+    "rounds": "rounds",
+    "allocations": "allocations",
+    "solver_seconds": "solver time",
+    "wall_s": "wall time",
+    "unfinished_jobs": "unfinished jobs",
+}
+# Metrics that are shares of something, shown as percentages.
+SHARE_METRICS = {"utilization", "unfair_fraction", "lease_extension_share"}
+
+
+def readable_duration(seconds: float) -> str:
+    """A duration in the unit that keeps three significant figures readable: seconds for a
+    short cluster run, minutes, then hours for trace-scale simulations."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:,.2f} h"
+
+
 @dataclass(frozen=True, slots=True)
 class MetricValue:
     """A metric over the runs of a column: their mean, and their spread when several."""

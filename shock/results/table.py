@@ -6,46 +6,27 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from shock.results.compare import Comparison, MetricValue
+from shock.results.compare import (
+    METRIC_LABELS,
+    SHARE_METRICS,
+    Comparison,
+    MetricValue,
+    readable_duration,
+)
 from shock.results.runs import SETUP_KEYS, RunView
 
-# Metric names as the table reads them; others show their key.
-LABELS = {
-    "jobs": "jobs measured",
-    "avg_jct_s": "average JCT",
-    "p50_jct_s": "p50 JCT",
-    "p90_jct_s": "p90 JCT",
-    "p99_jct_s": "p99 JCT",
-    "makespan_s": "makespan",
-    "utilization": "cluster utilisation",
-    "worst_ftf_rho": "worst finish-time fairness ρ",
-    "unfair_fraction": "unfair jobs (ρ > 1.05)",
-    "lease_extension_share": "lease extensions",
-    "solver_seconds": "solver time",
-    "wall_s": "wall time",
-    "unfinished_jobs": "unfinished jobs",
-}
-SHARES = {"utilization", "unfair_fraction", "lease_extension_share"}
 SECONDS = {"wall_s", "solver_seconds"}
 # Counts of what happened: a ratio would say nothing.
 NO_RATIO = {"jobs", "rounds", "allocations", "unfinished_jobs"}
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:,.2f} h"
-
-
 def metric_text(name: str, value: float) -> str:
-    if name in SHARES:
+    if name in SHARE_METRICS:
         return f"{value:.1%}"
     if name in SECONDS:
         return f"{value:.2f} s"
     if name.endswith("_s"):
-        return _duration(value)
+        return readable_duration(value)
     if value == int(value):
         return f"{int(value):,}"
     return f"{value:,.2f}"
@@ -71,7 +52,7 @@ def comparison_table(comparison: Comparison) -> str:
         head.append(f"<th>{label}</th>")
     rows = []
     for name in comparison.metric_names:
-        cells = [f"<td>{html.escape(LABELS.get(name, name))}</td>"]
+        cells = [f"<td>{html.escape(METRIC_LABELS.get(name, name))}</td>"]
         for index, column in enumerate(comparison.columns):
             value = column.metrics.get(name)
             if value is None:
