@@ -159,7 +159,10 @@ def test_a_hook_that_fails_registers_nothing(monkeypatch: pytest.MonkeyPatch) ->
     assert "test_other_kind" in registry.names("placement")  # its other hooks still register
     with pytest.raises(UnknownPluginError) as raised:
         registry.get("policy", "test_before_the_failure")
-    assert "1 plugin(s) failed to load; see `shock plugins`" in str(raised.value)
+    # Another test process may install the example packages meanwhile: their entry points
+    # then show here without their modules, so count what this registry found broken.
+    broken = len(registry.broken)
+    assert f"{broken} plugin(s) failed to load; see `shock plugins`" in str(raised.value)
     assert "failed to load: RuntimeError: the policy's set-up failed" in rendered(registry)
 
 
@@ -195,9 +198,12 @@ def test_extra_plugins_are_named_by_their_class_and_may_repeat() -> None:
 
 
 def test_an_extra_plugin_already_loaded_changes_nothing() -> None:
-    fifo_module = sys.modules[type(PluginRegistry(load_plugins()).get("policy", "fifo")).__module__]
+    plain = PluginRegistry(load_plugins())
+    fifo_module = sys.modules[type(plain.get("policy", "fifo")).__module__]
     registry = PluginRegistry(load_plugins(extra_plugins=[fifo_module]))
-    assert not registry.broken
+    # Nothing more is broken than without it (the example packages, installed by another
+    # test process meanwhile, may show as broken in both).
+    assert registry.broken == plain.broken
     assert {row.provider for row in registry.listing() if row.name == "fifo"} == {"shock"}
 
 

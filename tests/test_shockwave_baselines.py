@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from instances import generated_input
 
 from shock.core.allocation_check import allocate_checked
 from shock.core.errors import InputError
@@ -15,7 +16,6 @@ from shock.core.plugins import default_registry
 from shock.core.runner import RunOptions, build_request, bundled_trace_path
 from shock.core.solver import SolverSpec
 from shock.plugins.policies.max_sum_throughput import MaxSumThroughput
-from tests.instances import generated_input
 
 SOLVER = SolverSpec(name="highs")
 
@@ -85,7 +85,7 @@ def test_bad_raw_throughput_value_is_a_clear_error() -> None:
 # AlloX as Gavel's and Shockwave's simulators run it (`gavel_gangs=true`). Two V100s; job 0 a
 # 2-GPU gang, jobs 1 and 2 single-GPU; lane times R / T ignore the gang's size: 100, 300, 600 s.
 def gang_problem(now: float = 0.0, gang_steps: float = 100.0) -> object:
-    from tests.test_policies_heuristics import problem
+    from test_policies_heuristics import problem
 
     return problem(
         {"v100": 2}, [[1.0], [1.0], [1.0]], scale_factors=[2, 1, 1],

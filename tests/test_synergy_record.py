@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shock_cli import run_shock
 
 from shock.core.errors import InputError
 from shock.core.model import JobSpec
@@ -12,7 +13,6 @@ from shock.core.plugins import default_registry
 from shock.core.runner import RunOptions, run
 from shock.core.trace import read_trace, write_trace
 from shock.resources.profiles import synergy_profiles
-from tests.shock_cli import run_shock
 
 HEADER = "job_id,model_name,arrival_time_s,total_iterations,gpu_demand"
 

@@ -8,8 +8,10 @@ import math
 
 import numpy as np
 import pytest
+from feasibility import check_feasible
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from instances import generated_input
 
 from shock.core.errors import InputError
 from shock.core.metrics import finish_time_ratio
@@ -20,8 +22,6 @@ from shock.core.solver import SolverSpec
 from shock.plugins.policies.themis.auction import Bid, proportional_fair, run_auction
 from shock.plugins.policies.themis.options import ThemisOptions
 from shock.plugins.policies.themis.policy import AuctionLog, JobView, Themis
-from tests.feasibility import check_feasible
-from tests.instances import generated_input
 
 EXACT = SolverSpec("highs", mip_gap=1e-9)
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from shock_cli import run_shock
 
 from shock.core.errors import InputError, ShockError
 from shock.core.plugins import default_registry
@@ -17,7 +18,6 @@ from shock.resources.profiles import synergy_profiles
 from shock.traces.importers import import_trace, records
 from shock.traces.importers.shaping import GPU_TIME_CLASSES, ShapeOptions
 from shock.traces.templates import gavel_templates
-from tests.shock_cli import run_shock
 
 TABLE = default_throughputs()
 
