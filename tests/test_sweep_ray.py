@@ -9,7 +9,6 @@ import functools
 import importlib.util
 import json
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -88,10 +87,7 @@ def _only_ray_module_running() -> Iterator[None]:
 def ray_head() -> Iterator[str]:
     """One Ray head per module and test process (`ray start --head --block`, 2 CPUs); stopping
     that process stops the processes it started, and no one else's Ray."""
-    # Ray's ports listen on every interface: a token of the module's own keeps others out,
-    # and keeps the tests independent of any token a home directory holds.
-    previous = {name: os.environ.get(name) for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
-    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+    # The token (ray_exclusive) keeps others out, whatever token a home directory holds.
     port = _free_port()
     temp_dir = tempfile.mkdtemp(prefix="shock-ray-", dir="/tmp")  # short: Ray's socket paths
     command = [
@@ -121,11 +117,6 @@ def ray_head() -> Iterator[str]:
             head.kill()
             head.wait()
         shutil.rmtree(temp_dir, ignore_errors=True)
-        for name, value in previous.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @pytest.fixture(scope="module")

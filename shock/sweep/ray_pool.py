@@ -108,6 +108,10 @@ def connected(target: RayTarget, num_cpus: int | None) -> Iterator[ModuleType]:
         else:
             if target.address != "auto" and not target.address.startswith("ray://"):
                 _check_reachable(target.address)
+            if target.address.split(":")[0] in ("127.0.0.1", "localhost"):
+                # A head on loopback: this driver talks to it over loopback too (Ray would
+                # otherwise take this machine's address and may not reach it there).
+                quiet["_node_ip_address"] = "127.0.0.1"
             ray.init(address=target.address, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         hint = " (start one with `ray start --head`, or set RAY_ADDRESS)"
