@@ -84,7 +84,8 @@ def open_page(url: str) -> Iterator[PageSession]:
     import websocket  # the dev extra's websocket-client
 
     assert CHROMIUM is not None
-    with tempfile.TemporaryDirectory() as profile:
+    # Chromium's helper processes may still write to the profile as it is removed.
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         process = subprocess.Popen(
             [CHROMIUM, *FLAGS, "--remote-debugging-port=0", "--remote-allow-origins=*",
              f"--user-data-dir={profile}", "about:blank"],
@@ -132,7 +133,8 @@ def _debugging_port(profile: Path, process: subprocess.Popen[bytes]) -> int:
 def screenshot(url: str, output: Path, width: int = 1200, height: int = 2400) -> None:
     """Chromium's own `--screenshot` of the page, as a user would take it."""
     assert CHROMIUM is not None
-    with tempfile.TemporaryDirectory() as profile:
+    # Chromium's helper processes may still write to the profile as it is removed.
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         subprocess.run(
             [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--screenshot={output}",
              f"--window-size={width},{height}", url],
