@@ -14,9 +14,10 @@ speed: plain lists, no per-unit objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, overload
 
 from shock.core.model import batch_size_of
 
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
     from shock.core.executor import BatchSizeChange, UnitProgress
     from shock.core.mechanism import Assignment, JobState
     from shock.core.model import Cluster, JobSpec
-
-_new_tuple = tuple.__new__
 
 # Decimals kept for times and durations: milliseconds, so a 5,600-job document stays small.
 TIME_DECIMALS = 3
@@ -56,12 +55,65 @@ class Segment(NamedTuple):
     gpus: int
 
 
+class PackedSegments(Sequence[Segment]):
+    """A job's segments, packed: (start, end) in one array of doubles and (worker-type index,
+    GPUs) in one of shorts, 20 bytes a segment. A long run has millions of segments, which as
+    Python objects would cost over 100 bytes each and slow every garbage collection."""
+
+    __slots__ = ("_places", "_times", "_worker_types")
+
+    def __init__(
+        self, times: array[float], places: array[int], worker_types: Sequence[str]
+    ) -> None:
+        self._times = times  # start, end, start, end, ...
+        self._places = places  # worker-type index, GPUs, ...
+        self._worker_types = worker_types
+
+    def __len__(self) -> int:
+        return len(self._places) // 2
+
+    @overload
+    def __getitem__(self, index: int) -> Segment: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Segment, ...]: ...
+    def __getitem__(self, index: int | slice) -> Segment | tuple[Segment, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("segment index out of range")
+        times, places = self._times, self._places
+        return Segment(
+            times[2 * index],
+            times[2 * index + 1],
+            self._worker_types[places[2 * index]],
+            places[2 * index + 1],
+        )
+
+    def __iter__(self) -> Iterator[Segment]:
+        times, places, names = self._times, self._places, self._worker_types
+        for i in range(0, len(places), 2):
+            yield Segment(times[i], times[i + 1], names[places[i]], places[i + 1])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"PackedSegments({list(self)!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class JobTimeline:
     job_id: int
     job_type: str  # as the job arrived (its first batch size)
     scale_factor: int
-    segments: tuple[Segment, ...]
+    segments: Sequence[Segment]
     # (time, batch size): the starting one, then one per change; empty when the job type
     # names no batch size.
     batch_sizes: tuple[tuple[float, int], ...]
@@ -108,12 +160,14 @@ class Timeline:
 class _JobTrack:
     """A job's timeline while it is recorded."""
 
-    __slots__ = ("batch_sizes", "job_type", "scale_factor", "segments")
+    __slots__ = ("batch_sizes", "job_type", "places", "scale_factor", "times")
 
     def __init__(self, job_type: str, scale_factor: int, arrival_s: float) -> None:
         self.job_type = job_type
         self.scale_factor = scale_factor
-        self.segments: list[Segment] = []  # closed ones
+        # Closed segments, packed as PackedSegments keeps them.
+        self.times = array("d")
+        self.places = array("H")
         size = batch_size_of(job_type)
         self.batch_sizes: list[tuple[float, int]] = [] if size is None else [(arrival_s, size)]
 
@@ -242,15 +296,8 @@ class TimelineRecorder:
             track = self._jobs[job.job_id] = _JobTrack.of(job.spec)
         last = self._open.get(job.job_id)
         if last is not None:
-            track.segments.append(self._closed(last))
+            _close(track, last)
         self._open[job.job_id] = [start, end, column, gpus, index]
-
-    def _closed(self, segment: _Segment) -> Segment:
-        # Closed segments are tuples of atoms, which the garbage collector stops tracking (a
-        # long run's hundreds of thousands of lists would slow every collection); built
-        # without the named tuple's Python-level __new__, as the engine builds its plans.
-        start, end, column, gpus, _ = segment
-        return _new_tuple(Segment, (start, end, self.worker_types[int(column)], int(gpus)))
 
     def batch_sizes_seen(
         self,
@@ -270,12 +317,17 @@ class TimelineRecorder:
             if track is not None:
                 _note_batch_size(track, time_s, change.job_type)
 
-    def _segments_of(self, job_id: int, track: _JobTrack) -> tuple[Segment, ...]:
-        """The job's closed segments and its open one."""
+    def _segments_of(
+        self, job_id: int, track: _JobTrack, worker_types: tuple[str, ...]
+    ) -> PackedSegments:
+        """The job's closed segments and its open one (copies: recording goes on)."""
+        times, places = array("d", track.times), array("H", track.places)
         last = self._open.get(job_id)
-        if last is None:
-            return tuple(track.segments)
-        return (*track.segments, self._closed(last))
+        if last is not None:
+            start, end, column, gpus, _ = last
+            times.extend((start, end))
+            places.extend((int(column), int(gpus)))
+        return PackedSegments(times, places, worker_types)
 
     def timeline(self) -> Timeline:
         worker_types = tuple(self.worker_types)
@@ -293,12 +345,18 @@ class TimelineRecorder:
                 job_id,
                 track.job_type,
                 track.scale_factor,
-                self._segments_of(job_id, track),
+                self._segments_of(job_id, track, worker_types),
                 tuple(track.batch_sizes),
             )
             for job_id, track in sorted(self._jobs.items())
         )
         return Timeline(worker_types, tuple(self.capacity), rounds, jobs)
+
+
+def _close(track: _JobTrack, segment: _Segment) -> None:
+    start, end, column, gpus, _ = segment
+    track.times.extend((start, end))
+    track.places.extend((int(column), int(gpus)))
 
 
 def _note_batch_size(track: _JobTrack, time_s: float, job_type: str) -> None:
