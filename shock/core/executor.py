@@ -30,7 +30,7 @@ class PlannedUnit(NamedTuple):
     gpus: tuple[int, ...]  # cluster-wide GPU ids (`Cluster.servers()` order)
     rates: tuple[float, ...]  # steps/s the engine expects of each member here
     steps_left: tuple[float, ...]  # steps each member still has to do
-    overhead_s: float  # (re)start cost a simulating executor charges this round
+    overhead_s: float  # (re)start cost this round: a simulating executor charges it
     kept_gpus: bool  # ran on exactly these GPUs last round: no checkpoint-restore needed
     grant: ResourceGrant | None = None  # CPUs and memory from a resource-aware placement
 

@@ -69,6 +69,10 @@ class MechanismConfig:
     # A batch-size change asks for a new allocation (Shockwave's simulator never does: the
     # policy sees the new throughputs at the next arrival or completion).
     reallocate_on_batch_size_change: bool = True
+    # Whether the seconds a unit loses to a (re)start count as time it received (shock's:
+    # it held the GPUs). Shockwave's simulator counts only the seconds it ran, so a job
+    # that was preempted is owed the restart and is picked again sooner.
+    overhead_counts_as_received: bool = True
 
     def __post_init__(self) -> None:
         if self.selection not in SELECTION_RULES:
@@ -350,14 +354,22 @@ class Mechanism:
         return state
 
     def credit(
-        self, assignment: Assignment, steps: float | Sequence[float], exec_s: float
+        self,
+        assignment: Assignment,
+        steps: float | Sequence[float],
+        exec_s: float,
+        overhead_s: float = 0.0,
     ) -> list[JobState]:
-        """Record what a unit did in its round (steps per member); return the jobs that
-        finished. The unit's time counts once, on the unit (a pair's members' own counters
-        do not move, as in Gavel)."""
+        """Record what a unit did in its round (steps per member; exec_s seconds on its
+        GPUs, overhead_s of them lost to a (re)start); return the jobs that finished. The
+        unit's time counts once, on the unit (a pair's members' own counters do not move,
+        as in Gavel)."""
         unit, column = assignment.unit, assignment.column
-        unit.time_so_far[column] += exec_s
-        self.worker_time[column] += exec_s
+        received = exec_s
+        if overhead_s and not self.config.overhead_counts_as_received:
+            received = max(exec_s - overhead_s, 0.0)
+        unit.time_so_far[column] += received
+        self.worker_time[column] += received
         if type(unit) is JobState:  # a job alone: the common case, kept lean
             unit.time_run_s += exec_s
             unit.steps_done += (

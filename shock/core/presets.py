@@ -32,8 +32,12 @@ class Preset:
     # Who pays the overhead: "moved" (on other GPUs than last round) or "missed_round"
     # (Shockwave's simulator: did not run last round; see RunConfig.overhead_rule).
     overhead_rule: str = "moved"
+    # What the overhead does to the round: see RunConfig.overhead_effect.
+    overhead_effect: str = "late_start"
     # A batch-size change triggers a new allocation (subject to the minimum interval).
     reallocate_on_batch_size_change: bool = True
+    # Seconds lost to a (re)start count as time the job received (see MechanismConfig).
+    overhead_counts_as_received: bool = True
     # N in rho's fair share: "time_averaged" (shock) or "trace" (jobs in the trace, Shockwave).
     rho_contention: str = "time_averaged"
     # T_alone in rho: "exact" or "whole_epochs" (Shockwave's; see RunConfig.rho_alone).
@@ -104,6 +108,10 @@ PRESETS = {
         # job's first round included, the run's first round and a job's short last round not.
         preemption_overhead_s=20.0,
         overhead_rule="missed_round",
+        # The job keeps its planned steps' time on its GPUs and does fewer steps in it; the
+        # time its priority counts as received leaves those 20 s out.
+        overhead_effect="fewer_steps",
+        overhead_counts_as_received=False,
         # Shockwave's max_sum_throughput_perf sums raw steps/s (Gavel's objective).
         # Its `allox` is AlloX with alpha = 0.2, which gives a gang a 1/s share and matches it
         # again at every allocation.

@@ -42,6 +42,10 @@ class RunConfig:
     # (Shockwave's simulator: a job that did not run last round, except in the first round
     # and in a job's last, short round).
     overhead_rule: str = "moved"
+    # What it does to the job's round: "late_start" (the job starts that many seconds late and
+    # runs to the round's end, shock's) or "fewer_steps" (Shockwave's simulator: the job holds
+    # its GPUs for as long as its planned steps take, t, and does (t - overhead) / t of them).
+    overhead_effect: str = "late_start"
     # Per job type, in place of preemption_overhead_s (a start-up cost measured per family).
     overhead_by_job_type: dict[str, float] | None = None
     seed: int = 0

@@ -152,6 +152,7 @@ def build_request(
         seed=options.seed,
         reallocate_every_round=preset.reallocate_every_round,
         reallocate_on_batch_size_change=preset.reallocate_on_batch_size_change,
+        overhead_counts_as_received=preset.overhead_counts_as_received,
     )
     if mechanism.round_length_s <= 0:
         raise InputError("round length must be > 0", field="--round-length")
@@ -184,6 +185,7 @@ def build_request(
         ),
         overhead_by_job_type=_overheads(options.overhead_by_job_type),
         overhead_rule=preset.overhead_rule,
+        overhead_effect=preset.overhead_effect,
         seed=options.seed,
         prices=_prices_for(options.prices, cluster.worker_types),
         cluster_runtime=options.cluster_runtime,

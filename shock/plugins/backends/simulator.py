@@ -14,6 +14,7 @@ from typing import Any
 from shock.core.engine import run_engine
 from shock.core.executor import (
     ExecutorCapabilities,
+    PlannedUnit,
     RoundPlan,
     RoundReport,
     UnitProgress,
@@ -36,9 +37,11 @@ class SimulatedExecutor:
     def __init__(self) -> None:
         self.now = 0.0
         self.quantised = False
+        self.fewer_steps = False
 
     def start(self, request: RunRequest, jobs: tuple[JobSpec, ...]) -> Cluster:
         self.quantised = request.config.quantised_rounds
+        self.fewer_steps = request.config.overhead_effect == "fewer_steps"
         self.now = jobs[0].arrival_time if jobs else 0.0
         return request.cluster
 
@@ -54,6 +57,11 @@ class SimulatedExecutor:
         end = start
         for unit in plan.units:
             lost = unit.overhead_s
+            if lost and self.fewer_steps:
+                progress = _with_fewer_steps(unit, start, round_length, lost)
+                append(progress)
+                end = max(end, start + progress.exec_s)
+                continue
             if len(unit.job_ids) == 1:  # the common case, kept lean (no min/max calls)
                 rate = unit.rates[0]
                 left = unit.steps_left[0]
@@ -93,6 +101,23 @@ class SimulatedExecutor:
 
     def load_state(self) -> dict[str, Any] | None:
         return None
+
+
+def _with_fewer_steps(
+    unit: PlannedUnit, start: float, round_length: float, lost: float
+) -> UnitProgress:
+    """Shockwave's simulator: each member holds its GPUs for as long as its planned steps
+    (a round's worth, or what it has left) take at its rate, t, and does (t - lost) / t of
+    them, whole steps, at least one."""
+    counts = []
+    finishes = []
+    for rate, left in zip(unit.rates, unit.steps_left, strict=True):
+        planned = min(max(int(rate * round_length), 1), left)
+        held = planned / rate
+        counts.append(min(max(int(planned * ((held - lost) / held)), 1), left))
+        finishes.append(start + held)
+    unit_finish = max(finishes)
+    return UnitProgress(tuple(counts), tuple(finishes), unit_finish - start)
 
 
 class Simulator:
