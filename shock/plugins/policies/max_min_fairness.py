@@ -121,23 +121,29 @@ def _job_classes(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Group identical jobs: (first row of each class, each job's class, class sizes), classes
     in order of first appearance, so a problem without duplicates keeps its exact LP."""
-    class_by_key: dict[bytes, int] = {}
-    first: list[int] = []
-    classes: list[int] = []
     keyed = np.column_stack([rates, scale_factors])
-    # Each row's bytes, cut from one copy of the whole (C-ordered) matrix.
-    raw = keyed.tobytes()
-    width = keyed.shape[1] * keyed.itemsize
-    for row, start in enumerate(range(0, len(raw), width)):
-        key = raw[start : start + width]
-        index = class_by_key.get(key)
-        if index is None:
-            index = class_by_key[key] = len(first)
-            first.append(row)
-        classes.append(index)
-    class_of_job = np.array(classes, dtype=np.intp)
-    sizes = np.bincount(class_of_job, minlength=len(first)).astype(float)
-    return np.array(first, dtype=np.intp), class_of_job, sizes
+    m = len(keyed)
+    if m == 0:
+        empty = np.zeros(0, dtype=np.intp)
+        return empty, empty, np.zeros(0)
+    # Sort the rows (stable: equal rows stay in job order), then cut where a row differs
+    # from the one before it.
+    order = np.lexsort(keyed.T[::-1])
+    ordered = keyed[order]
+    starts = np.empty(m, dtype=bool)
+    starts[0] = True
+    np.any(ordered[1:] != ordered[:-1], axis=1, out=starts[1:])
+    group_of_sorted = np.cumsum(starts) - 1
+    # The first row of each group is its first job (the sort is stable); number the groups
+    # by that first appearance.
+    first_rows = order[starts]
+    by_appearance = np.argsort(first_rows, kind="stable")
+    renumbered = np.empty_like(by_appearance)
+    renumbered[by_appearance] = np.arange(len(by_appearance))
+    class_of_job = np.empty(m, dtype=np.intp)
+    class_of_job[order] = renumbered[group_of_sorted]
+    sizes = np.bincount(class_of_job, minlength=len(first_rows)).astype(float)
+    return first_rows[by_appearance].astype(np.intp), class_of_job, sizes
 
 
 @cache
