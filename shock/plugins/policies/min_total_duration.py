@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shock.core.analytic_centre import analytic_centre, is_strictly_feasible
+from shock.core.conic_interior_point import conic_interior_point
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import solve_matrix_lp
@@ -166,14 +167,18 @@ def centred_at_bisection_end(
     scale: np.ndarray,
     problem: PolicyInput,
 ) -> np.ndarray:
-    """The analytic centre of {x: shared constraints, a_j(x) >= R_j / T_b}, started from the
-    optimum pulled slightly inside; the optimum itself where the set has no interior."""
+    """The point ECOS's method stops at in {x: shared constraints, a_j(x) >= R_j / T_b}; the
+    analytic centre where that method does not converge, the optimum where the set has no
+    interior."""
     best = makespan(throughputs, remaining, optimum)
     if not np.isfinite(best) or best <= 0:
         return optimum
     end = gavel_bisection_end(best)
     floors = remaining / end
     capacity = problem.capacity.astype(float)
+    point = conic_interior_point(throughputs, floors, scale, capacity)
+    if point is not None:
+        return np.clip(point, 0.0, 1.0)
     n = optimum.shape[1]
     # A strictly feasible start: shrink the optimum towards 0 by less than its rate margin
     # (T_b > T*), then add a small even share that keeps rows and capacity below their bounds.
