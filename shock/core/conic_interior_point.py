@@ -34,6 +34,7 @@ _MAX_STEP = 0.999
 _MIN_STEP = 1e-6
 _MIN_CENTRING = 1e-4
 _MAX_ITERATIONS = 100
+_BLOW_UP = 500.0  # growth of the primal residual in one step that stops the method
 _TINY = 1e-13
 
 
@@ -137,8 +138,24 @@ def _into_orthant(r: np.ndarray) -> np.ndarray:
     return r + 1.0 + worst
 
 
-def _step(lam, ds, dz, tau, dtau, kappa, dkappa) -> float:  # type: ignore[no-untyped-def]
-    """The largest step keeping s, z, tau, kappa >= 0 (in the scaled variables)."""
+def _newton(
+    rows: _Rows, weights: np.ndarray, rhs_x: np.ndarray, rhs_z: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """[0 G'; G -W^2] [dx; dz] = [rhs_x; rhs_z] with W^-2 = diag(weights)."""
+    dx = rows.solve_normal(weights, rhs_x + rows.transpose_times(weights * rhs_z))
+    return dx, weights * (rows.times(dx) - rhs_z)
+
+
+def _step(
+    lam: np.ndarray,
+    ds: np.ndarray,
+    dz: np.ndarray,
+    tau: float,
+    dtau: float,
+    kappa: float,
+    dkappa: float,
+) -> float:
+    """The largest step keeping s, z, tau, kappa >= 0 (ds, dz scaled by W^-1 and W)."""
     rho, sigma = float(np.min(ds / lam)), float(np.min(dz / lam))
     worst = min(rho, sigma)
     alpha = 1.0 / -worst if worst < 0 else 1.0 / _TINY
@@ -158,6 +175,16 @@ def conic_interior_point(
     """ECOS's kind of answer to: find x (m x n) with x >= 0, sum_w x[j, w] <= 1,
     sum_j scale_j x[j, w] <= capacity_w, sum_w rates[j, w] x[j, w] >= floors_j.
     None when the method does not reach its tolerances (then ECOS reports no optimum)."""
+    try:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return _solve(rates, floors, scale, capacity)
+    except np.linalg.LinAlgError:
+        return None  # a singular Newton system: ECOS reports numerical trouble
+
+
+def _solve(
+    rates: np.ndarray, floors: np.ndarray, scale: np.ndarray, capacity: np.ndarray
+) -> np.ndarray | None:
     m, n = rates.shape
     original = _Rows(
         -np.ones((m, n)),
@@ -176,6 +203,8 @@ def conic_interior_point(
     s = _into_orthant(h - rows.times(x))
     z = _into_orthant(np.zeros(cones))
     tau = kappa = 1.0
+    previous_primal = np.inf
+    step = 1.0
     for _ in range(_MAX_ITERATIONS + 1):
         rx = -rows.transpose_times(z)
         rz = s + rows.times(x) - tau * h
@@ -183,35 +212,40 @@ def conic_interior_point(
         rt = kappa + hz
         gap = float(s @ z)
         mu = (gap + kappa * tau) / (cones + 1)
-        x_norm = float(np.linalg.norm(x))
+        x_norm, z_norm = float(np.linalg.norm(x)), float(np.linalg.norm(z))
         primal = float(np.linalg.norm(rz)) / max(h_norm + x_norm + float(np.linalg.norm(s)), 1.0)
-        dual = float(np.linalg.norm(rx)) / max(1.0 + float(np.linalg.norm(z)), 1.0)
+        primal /= tau
+        dual = float(np.linalg.norm(rx)) / max(1.0 + z_norm, 1.0) / tau
         dual_cost = -hz / tau
         relative_gap = gap / dual_cost if dual_cost > 0 else np.nan
+        if not np.isfinite(primal) or primal > _BLOW_UP * previous_primal or gap < 0:
+            return None  # ECOS's safeguards: it falls back and reports at best inaccuracy
+        previous_primal = primal
         if (
             -hz >= -_TOLERANCE
-            and primal / tau < _TOLERANCE
-            and dual / tau < _TOLERANCE
+            and primal < _TOLERANCE
+            and dual < _TOLERANCE
             and (gap < _TOLERANCE or relative_gap < _TOLERANCE)
         ):
             return (x / (column_scale * tau)).reshape(m, n)
-        if not np.all(np.isfinite(x)):
-            return None
+        # A certificate that no x exists: h'z < 0 with G'z ~ 0 (and kappa outgrowing tau).
+        if hz / max(z_norm, 1.0) < -_TOLERANCE:
+            certificate = float(np.linalg.norm(rx)) / max(z_norm, 1.0)
+            if certificate < _TOLERANCE and (
+                tau < kappa or (tau < _TOLERANCE and kappa < _TOLERANCE)
+            ):
+                return None
+        if step <= _MIN_STEP * _STEP_FRACTION:
+            return None  # no progress: ECOS stops there short of its tolerances
         # Scaling W = diag(sqrt(s / z)); lambda = W z.
         w2 = s / np.maximum(z, _TINY)
         w = np.sqrt(w2)
         lam = w * z
         weights = 1.0 / w2
-
-        def newton(rhs_x: np.ndarray, rhs_z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            # [0 G'; G -W^2] [dx; dz] = [rhs_x; rhs_z]
-            dx = rows.solve_normal(weights, rhs_x + rows.transpose_times(weights * rhs_z))
-            return dx, weights * (rows.times(dx) - rhs_z)
-
-        dx1, dz1 = newton(np.zeros_like(x), h)
+        dx1, dz1 = _newton(rows, weights, np.zeros_like(x), h)
         denominator = kappa / tau - float(h @ dz1)
         # Predictor.
-        dx2, dz2 = newton(rx, s - rz)
+        dx2, dz2 = _newton(rows, weights, rx, s - rz)
         dtau_affine = (rt - kappa + float(h @ dz2)) / denominator
         w_dz = w * (dz2 + dtau_affine * dz1)
         ds_by_w = -w_dz - lam
@@ -221,7 +255,9 @@ def conic_interior_point(
         # Corrector.
         ds_combined = lam * lam + ds_by_w * w_dz - centring * mu
         ds_by_lambda = ds_combined / np.maximum(lam, _TINY)
-        dx2, dz2 = newton((1.0 - centring) * rx, -(1.0 - centring) * rz + w * ds_by_lambda)
+        dx2, dz2 = _newton(
+            rows, weights, (1.0 - centring) * rx, -(1.0 - centring) * rz + w * ds_by_lambda
+        )
         b_kappa = kappa * tau + dkappa_affine * dtau_affine - centring * mu
         dtau = ((1.0 - centring) * rt - b_kappa / tau + float(h @ dz2)) / denominator
         dx = dx2 + dtau * dx1

@@ -26,10 +26,11 @@ its heterogeneity-aware class; `min_total_duration_perf` here is that one.)
 Option `gavel_bisection=true` (set by `--preset shockwave`) returns the allocation Gavel's and
 Shockwave's code returns instead: their bisection over T (from [100 s, 10^6 s], halving until
 the bracket is within 5%, widening tenfold if nothing is feasible) stops at some T_b in
-[T*, 1.05 T*), and their answer is ECOS's point of the feasibility problem at T_b, which lies
-near its analytic centre (shock.core.analytic_centre). So every job gets slack beyond its
-floor R_j / T_b, the slack split as the centre splits it. T_b follows from T* (T is feasible
-exactly when T >= T*), so the bisection costs no solves here.
+[T*, 1.05 T*), and their answer is ECOS's point of the feasibility problem at T_b. With no
+objective, that point is whatever ECOS's method stops at, so it is computed by the same method
+(shock.core.conic_interior_point); where that method does not converge, the analytic centre
+(shock.core.analytic_centre) stands in. Every job gets slack beyond its floor R_j / T_b. T_b
+follows from T* (T is feasible exactly when T >= T*), so the bisection costs no solves here.
 
 A job with no steps left needs no time and gets none; a job that runs on no type could never
 finish, so it gets no time and the makespan is over the others.
