@@ -86,7 +86,7 @@ def test_shockwave_min_total_duration_matches_shockwaves_simulator() -> None:
     """Shockwave's canonical trace (120 jobs, TACC table, 32 GPUs): its simulator's
     min_total_duration gives makespan 24,205 s, average JCT 19,807 s, worst rho 7.741
     (benchmarks/shockwave_baselines.py). The analytic centre in place of ECOS's point gave the
-    same makespan and JCT but worst rho 8.48: one short job starved of its last round."""
+    same makespan and JCT but worst rho 8.49: one short job starved of its last round."""
     data = bundled_trace_path().parent.parent
     result = run(
         RunOptions(
