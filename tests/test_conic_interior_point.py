@@ -82,6 +82,31 @@ def test_infeasible_floors_have_no_answer() -> None:
     assert conic_interior_point(rates, np.array([0.6, 0.6]), np.ones(2), np.array([1.0])) is None
 
 
+def test_gavel_bisection_moves_on_past_a_refused_answer() -> None:
+    from shock.plugins.policies.min_total_duration import gavel_bisection
+
+    # As in the by-hand bisection for T* = 20,000 (test_shockwave_baselines.py), but the
+    # solver refuses every T below 21,000: the midpoints 500,050 ... 21,582.2265625 are
+    # answered as before, 20,605.76171875 is refused and becomes the bottom, and
+    # 1.05 x 20,605.76 = 21,636.05 >= 21,582.23 ends the search at the last T answered.
+    end, point = gavel_bisection(lambda t: t if t >= 21_000 else None)
+    assert end == pytest.approx(21_582.2265625)
+    assert point == end
+
+
+def test_gavel_bisection_gives_up_past_its_widest_range() -> None:
+    from shock.plugins.policies.min_total_duration import gavel_bisection
+
+    asked: list[float] = []
+
+    def never(t: float) -> None:
+        asked.append(t)
+
+    assert gavel_bisection(never, widest=1e7) == (None, None)
+    # Both decades [100, 1e6] and [1e6, 1e7] were searched before it gave up.
+    assert min(asked) < 1e6 < max(asked) < 1e7
+
+
 def test_shockwave_min_total_duration_matches_shockwaves_simulator() -> None:
     """Shockwave's canonical trace (120 jobs, TACC table, 32 GPUs): its simulator's
     min_total_duration gives makespan 24,205 s, average JCT 19,807 s, worst rho 7.741
