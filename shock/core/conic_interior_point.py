@@ -10,11 +10,13 @@ with CVXOPT (Vandenberghe, "The CVXOPT linear and quadratic cone program solvers
 - the problem {x: G x <= h} is first equilibrated (three Ruiz passes: every row and column
   divided by the square root of its largest absolute entry), which fixes the geometry the
   method works in;
-- the start is x = argmin ||G x - h||, s = h - G x and z = 0, each shifted into the orthant;
+- the start is x = argmin ||G x - h||, with s = h - G x and z = 0 both shifted into the orthant;
 - it follows the homogeneous self-dual embedding (tau, kappa) with Mehrotra's predictor-
   corrector: centring sigma = (1 - affine step)^3 in [1e-4, 1], steps of 0.99 of the way to
   the boundary, at most 0.999;
-- it stops when the residuals are below 1e-8 of the data's scale and the gap s'z below 1e-8.
+- it stops when the residuals are below 1e-8 of the data's scale and the gap s'z below 1e-8,
+  and gives no answer on a certificate of infeasibility, a step that makes no progress or a
+  residual that blows up (where ECOS reports no optimal solution).
 
 The polytope has the time-fraction structure (x[j, w] >= 0, sum_w x[j, w] <= 1,
 sum_j s_j x[j, w] <= N_w, sum_w r[j, w] x[j, w] >= d_j), so each Newton system is solved with m
@@ -133,8 +135,8 @@ def _equilibrate(rows: _Rows) -> tuple[_Rows, np.ndarray, np.ndarray]:
 
 
 def _into_orthant(r: np.ndarray) -> np.ndarray:
-    """r shifted by (1 + its most negative entry's size) if any is <= 0, else by 0.01."""
-    worst = max(-_STEP_FRACTION, float(np.max(np.where(r <= 0, -r, -np.inf))))
+    """r shifted by 1 + the size of its most negative entry if one is <= 0, else by 0.01."""
+    worst = max(-0.99, float(np.max(np.where(r <= 0, -r, -np.inf))))
     return r + 1.0 + worst
 
 
