@@ -26,10 +26,13 @@ its heterogeneity-aware class; `min_total_duration_perf` here is that one.)
 Option `gavel_bisection=true` (set by `--preset shockwave`) returns the allocation Gavel's and
 Shockwave's code returns instead: their bisection over T (from [100 s, 10^6 s], halving until
 the bracket is within 5%, widening tenfold if nothing is feasible) stops at some T_b in
-[T*, 1.05 T*), and their answer is ECOS's point of the feasibility problem at T_b, which lies
-near its analytic centre (shock.core.analytic_centre). So every job gets slack beyond its
-floor R_j / T_b, the slack split as the centre splits it. T_b follows from T* (T is feasible
-exactly when T >= T*), so the bisection costs no solves here.
+[T*, 1.05 T*), and their answer is ECOS's point of the feasibility problem at T_b. With no
+objective, that point is whatever ECOS's method stops at, so the bisection is replayed with
+the same method (shock.core.conic_interior_point) as its solver. Below T* nothing is
+feasible, so only the midpoints at or above T* are solved; one where the method stops short
+of its tolerances is refused, as Gavel refuses every status but "optimal". Where no midpoint
+is answered, the analytic centre (shock.core.analytic_centre) at the analytic T_b stands in.
+Every job gets slack beyond its floor R_j / T_b.
 
 A job with no steps left needs no time and gets none; a job that runs on no type could never
 finish, so it gets no time and the makespan is over the others.
@@ -37,13 +40,14 @@ finish, so it gets no time and the makespan is over the others.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from shock.core.analytic_centre import analytic_centre, is_strictly_feasible
+from shock.core.conic_interior_point import conic_interior_point
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import solve_matrix_lp
@@ -58,6 +62,8 @@ from shock.plugins.policies.rate_lp import (
     subproblem,
 )
 from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
+
+_Answer = TypeVar("_Answer")
 
 if TYPE_CHECKING:
     import pyomo.environ as pyo
@@ -77,16 +83,31 @@ def makespan(throughputs: np.ndarray, remaining: np.ndarray, fractions: np.ndarr
 
 def gavel_bisection_end(best: float) -> float:
     """The T at which Gavel's bisection stops when T is feasible exactly from `best` on."""
-    low, high, widest = 100.0, 1e6, 1e6
-    found: float | None = None
+    end, _ = gavel_bisection(lambda t: True if t >= best else None)
+    assert end is not None
+    return end
+
+
+def gavel_bisection(
+    answer: Callable[[float], _Answer | None], widest: float = float("inf")
+) -> tuple[float | None, _Answer | None]:
+    """Gavel's bisection over T, with `answer(T)` its solver's answer at T (None: refused,
+    as Gavel treats every status but "optimal"): the last T answered and its answer; (None,
+    None) if no T is answered in the ranges [100 s, 10^6 s], [10^6 s, 10^7 s], ... that
+    start below `widest`."""
+    low, high, top = 100.0, 1e6, 1e6
+    found: tuple[float, _Answer] | None = None
     while found is None:
+        if low >= widest:
+            return None, None
         while 1.05 * low < high:
             middle = (low + high) / 2.0
-            if middle >= best:
-                found, high = middle, middle
+            point = answer(middle)
+            if point is not None:
+                found, high = (middle, point), middle
             else:
                 low = middle
-        low, high, widest = widest, widest * 10.0, widest * 10.0
+        low, high, top = top, top * 10.0, top * 10.0
     return found
 
 
@@ -166,14 +187,26 @@ def centred_at_bisection_end(
     scale: np.ndarray,
     problem: PolicyInput,
 ) -> np.ndarray:
-    """The analytic centre of {x: shared constraints, a_j(x) >= R_j / T_b}, started from the
-    optimum pulled slightly inside; the optimum itself where the set has no interior."""
+    """Gavel's bisection replayed with ECOS's method as its solver: below T* no x exists, so
+    only the T >= T* are solved, and a T where the method stops short of its tolerances is
+    refused as Gavel refuses it. The analytic centre stands in where no T is answered, the
+    optimum where the set has no interior."""
     best = makespan(throughputs, remaining, optimum)
     if not np.isfinite(best) or best <= 0:
         return optimum
+    capacity = problem.capacity.astype(float)
+
+    def answer(t: float) -> np.ndarray | None:
+        if t < best:
+            return None
+        return conic_interior_point(throughputs, remaining / t, scale, capacity)
+
+    # Past the decade after T*'s, give up (Gavel's search would widen forever).
+    _, point = gavel_bisection(answer, widest=10.0 * max(best, 1e6))
+    if point is not None:
+        return np.clip(point, 0.0, 1.0)
     end = gavel_bisection_end(best)
     floors = remaining / end
-    capacity = problem.capacity.astype(float)
     n = optimum.shape[1]
     # A strictly feasible start: shrink the optimum towards 0 by less than its rate margin
     # (T_b > T*), then add a small even share that keeps rows and capacity below their bounds.
