@@ -258,7 +258,7 @@ def test_a_resized_cluster_keeps_each_jobs_progress_and_counters() -> None:
         assignments = mechanism.plan_round(now)
         plan = RoundPlan(1, now, now + 360.0, engine._plan_units(assignments, None))
         report = engine.executor.run_round(plan)
-        engine._apply(report, assignments)
+        engine._apply(report, assignments, plan)
         now = report.end_s
     engine.now = now
     before = engine.snapshot()

@@ -221,7 +221,7 @@ class Engine:
             elif plan is not None:
                 report = executor.run_round(plan)
                 now = report.end_s
-                self._apply(report, planned)
+                self._apply(report, planned, plan)
                 self.now = now
                 self._save()
                 if hooks.round_ended:
@@ -441,9 +441,15 @@ class Engine:
 
     # What the executor reported.
 
-    def _apply(self, report: RoundReport, planned: list[Assignment]) -> None:
+    def _apply(self, report: RoundReport, planned: list[Assignment], plan: RoundPlan) -> None:
         mechanism = self.mechanism
         assert mechanism is not None
+        # Shockwave's simulator credits a unit's priorities with its round less the overhead.
+        lost = (
+            [unit.overhead_s for unit in plan.units]
+            if self.config.overhead_accounting == "shockwave"
+            else None
+        )
         for rate in report.rates:
             self._observe_rate(mechanism, rate.job_type, rate.scale_factor, rate.worker_type,
                                rate.steps_per_s)  # fmt: skip
@@ -454,21 +460,22 @@ class Engine:
         # Summed unit by unit, in plan order, so totals are reproducible to the last digit.
         busy = self.busy_gpu_seconds
         credit = mechanism.credit
-        for assignment, progress in zip(planned, report.units, strict=True):
+        for index, (assignment, progress) in enumerate(zip(planned, report.units, strict=True)):
             busy += progress.exec_s * len(assignment.gpus)
+            received = progress.exec_s if lost is None else max(progress.exec_s - lost[index], 0.0)
             members = assignment.unit.members
             if len(members) == 1:  # the common case, kept lean
                 job = members[0]
                 if job.job_id not in active:
                     continue  # it finished off-plan (a completion reported late)
-                if credit(assignment, progress.steps[0], progress.exec_s):
+                if credit(assignment, progress.steps[0], progress.exec_s, received):
                     self._finished(job, progress.stopped_s[0])
                 elif rules is not None:
                     rules.after_run(mechanism, job)
                 continue
             if not all(m.job_id in active for m in members):
                 continue
-            for job_state in credit(assignment, progress.steps, progress.exec_s):
+            for job_state in credit(assignment, progress.steps, progress.exec_s, received):
                 # A member of a pair completes at its own finish, not the pair's.
                 self._finished(job_state, progress.stopped_s[members.index(job_state)])
             if rules is not None:

@@ -350,14 +350,20 @@ class Mechanism:
         return state
 
     def credit(
-        self, assignment: Assignment, steps: float | Sequence[float], exec_s: float
+        self,
+        assignment: Assignment,
+        steps: float | Sequence[float],
+        exec_s: float,
+        received_s: float | None = None,
     ) -> list[JobState]:
         """Record what a unit did in its round (steps per member); return the jobs that
         finished. The unit's time counts once, on the unit (a pair's members' own counters
-        do not move, as in Gavel)."""
+        do not move, as in Gavel). `received_s` (default `exec_s`) is what the priorities
+        count as time received."""
         unit, column = assignment.unit, assignment.column
-        unit.time_so_far[column] += exec_s
-        self.worker_time[column] += exec_s
+        received = exec_s if received_s is None else received_s
+        unit.time_so_far[column] += received
+        self.worker_time[column] += received
         if type(unit) is JobState:  # a job alone: the common case, kept lean
             unit.time_run_s += exec_s
             unit.steps_done += (

@@ -32,6 +32,9 @@ class Preset:
     # Who pays the overhead: "moved" (on other GPUs than last round) or "missed_round"
     # (Shockwave's simulator: did not run last round; see RunConfig.overhead_rule).
     overhead_rule: str = "moved"
+    # How a round that pays the overhead is counted: "shock" or "shockwave" (see
+    # RunConfig.overhead_accounting).
+    overhead_accounting: str = "shock"
     # A batch-size change triggers a new allocation (subject to the minimum interval).
     reallocate_on_batch_size_change: bool = True
     # N in rho's fair share: "time_averaged" (shock) or "trace" (jobs in the trace, Shockwave).
@@ -104,6 +107,9 @@ PRESETS = {
         # job's first round included, the run's first round and a job's short last round not.
         preemption_overhead_s=20.0,
         overhead_rule="missed_round",
+        # ... as a whole round's steps scaled down, and only the time after the overhead
+        # counts as time the job received in the round mechanism's priorities.
+        overhead_accounting="shockwave",
         # Shockwave's max_sum_throughput_perf sums raw steps/s (Gavel's objective).
         # Its `allox` is AlloX with alpha = 0.2, which gives a gang a 1/s share and matches it
         # again at every allocation.

@@ -42,6 +42,12 @@ class RunConfig:
     # (Shockwave's simulator: a job that did not run last round, except in the first round
     # and in a job's last, short round).
     overhead_rule: str = "moved"
+    # How a round that pays the overhead is counted. "shock": the job trains for the rest of
+    # the round, and the whole round counts as time it received in the mechanism's
+    # priorities (it held its GPUs). "shockwave" (Shockwave's simulator): the simulated job
+    # does the steps of a whole round, t seconds at its rate, scaled by (t - overhead) / t,
+    # and only t - overhead counts as time received.
+    overhead_accounting: str = "shock"
     # Per job type, in place of preemption_overhead_s (a start-up cost measured per family).
     overhead_by_job_type: dict[str, float] | None = None
     seed: int = 0

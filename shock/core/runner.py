@@ -184,6 +184,7 @@ def build_request(
         ),
         overhead_by_job_type=_overheads(options.overhead_by_job_type),
         overhead_rule=preset.overhead_rule,
+        overhead_accounting=preset.overhead_accounting,
         seed=options.seed,
         prices=_prices_for(options.prices, cluster.worker_types),
         cluster_runtime=options.cluster_runtime,

@@ -14,6 +14,7 @@ from typing import Any
 from shock.core.engine import run_engine
 from shock.core.executor import (
     ExecutorCapabilities,
+    PlannedUnit,
     RoundPlan,
     RoundReport,
     UnitProgress,
@@ -36,9 +37,11 @@ class SimulatedExecutor:
     def __init__(self) -> None:
         self.now = 0.0
         self.quantised = False
+        self.shockwave_overhead = False
 
     def start(self, request: RunRequest, jobs: tuple[JobSpec, ...]) -> Cluster:
         self.quantised = request.config.quantised_rounds
+        self.shockwave_overhead = request.config.overhead_accounting == "shockwave"
         self.now = jobs[0].arrival_time if jobs else 0.0
         return request.cluster
 
@@ -54,6 +57,11 @@ class SimulatedExecutor:
         end = start
         for unit in plan.units:
             lost = unit.overhead_s
+            if lost > 0 and self.shockwave_overhead:
+                progress = _shockwave_overhead_round(unit, start, round_length)
+                append(progress)
+                end = max(end, start + progress.exec_s)
+                continue
             if len(unit.job_ids) == 1:  # the common case, kept lean (no min/max calls)
                 rate = unit.rates[0]
                 left = unit.steps_left[0]
@@ -93,6 +101,21 @@ class SimulatedExecutor:
 
     def load_state(self) -> dict[str, Any] | None:
         return None
+
+
+def _shockwave_overhead_round(unit: PlannedUnit, start: float, round_length: float) -> UnitProgress:
+    """A round that pays the overhead, as Shockwave's simulator counts it: each member's
+    steps of a whole round (n, taking t = n / rate) scaled by (t - overhead) / t, truncated,
+    and the unit busy for the t of its slowest member."""
+    counts = []
+    finishes = []
+    for rate, left in zip(unit.rates, unit.steps_left, strict=True):
+        whole = min(max(int(rate * round_length), 1), left)
+        busy = whole / rate
+        counts.append(int(whole * (busy - unit.overhead_s) / busy))
+        finishes.append(start + busy)
+    unit_finish = max(finishes)
+    return UnitProgress(tuple(counts), tuple(finishes), unit_finish - start)
 
 
 class Simulator:
