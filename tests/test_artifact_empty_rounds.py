@@ -62,6 +62,9 @@ def test_a_job_left_without_steps_runs_five_empty_rounds_then_leaves() -> None:
     (record,) = result.records
     assert record.completion_s == pytest.approx(rounds.starts[-1])
     assert record.completion_s == pytest.approx(rounds.starts[changed_after])
+    # More steps are done than the new total: the empty rounds do no (negative) steps and
+    # take no time, so the GPU was busy exactly until then.
+    assert result.metrics.utilization == pytest.approx(1.0)
 
 
 def test_each_empty_round_asks_for_an_allocation_and_the_fifth_completes_the_job() -> None:

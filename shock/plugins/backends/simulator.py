@@ -69,7 +69,9 @@ class SimulatedExecutor:
                 if count < 1:
                     count = 1
                 if count > left:
-                    count = left
+                    # A job with no steps left (more done than its total, see
+                    # ArtifactBatchDynamics) does nothing.
+                    count = left if left > 0 else 0
                 finish = plan.end_s if quantised else start + lost + count / rate
                 append(_new_tuple(UnitProgress, ((count,), (finish,), finish - start)))
                 if finish > end:
@@ -78,7 +80,7 @@ class SimulatedExecutor:
             counts = []
             finishes = []
             for rate, left in zip(unit.rates, unit.steps_left, strict=True):
-                count = min(max(int(rate * (round_length - lost)), 1), left)
+                count = max(min(max(int(rate * (round_length - lost)), 1), left), 0)
                 counts.append(count)
                 finishes.append(plan.end_s if quantised else start + lost + count / rate)
             unit_finish = max(finishes)
@@ -110,7 +112,11 @@ def _shockwave_overhead_round(unit: PlannedUnit, start: float, round_length: flo
     counts = []
     finishes = []
     for rate, left in zip(unit.rates, unit.steps_left, strict=True):
-        whole = min(max(int(rate * round_length), 1), left)
+        whole = max(min(max(int(rate * round_length), 1), left), 0)
+        if whole == 0:  # no steps left: the member does nothing
+            counts.append(0)
+            finishes.append(start)
+            continue
         busy = whole / rate
         counts.append(int(whole * (busy - unit.overhead_s) / busy))
         finishes.append(start + busy)
