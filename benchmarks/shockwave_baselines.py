@@ -14,14 +14,17 @@ JCT within 2%, worst rho within 5%.
 
 The artifact's numbers were measured on this project's machine by running Shockwave's
 simulator at commit 8a44f4a (`scripts/drivers/simulate_scheduler_with_trace.py --solver ECOS
---seed 0 --time_per_iteration 120`, Python 3.11, cvxpy 1.x). Where its run failed under
-today's cvxpy (finish_time_fairness: cvxpy's Gurobi interface raises "cannot broadcast a
-non-scalar"), the number is the one in the result pickle Shockwave ships for that run
-(`scheduler/reproduce/pickles/tacc_32gpus/`; none ships for the 460-job trace, so that table
-has no finish_time_fairness row). The other baselines' runs reproduce the shipped pickles
-exactly, except AlloX (scipy's assignment solver breaks ties differently: 32,489 s / 9,926 s
-shipped, 32,629 s / 9,973 s here). docs/semantics.md lists every difference of semantics
-found.
+--seed 0 --time_per_iteration 120`, Python 3.11, cvxpy 1.x). Where its run failed
+(finish_time_fairness, which it always solves with Gurobi: under today's cvxpy the Gurobi
+interface raises "cannot broadcast a non-scalar", and with that worked around the pip Gurobi
+licence refuses the model beyond 39 active jobs), the number is the one in the result pickle
+Shockwave ships for that run (`scheduler/reproduce/pickles/tacc_32gpus/`; none ships for the
+460-job trace, so that table has no finish_time_fairness row). Its runs with ECOS or Clarabel
+in place of Gurobi do not reproduce that pickle: the policy's optimum is not unique and each
+solver picks another (worst rho 3.05 and 2.87 against the pickle's 3.44; docs/semantics.md).
+The other baselines' runs reproduce the shipped pickles exactly, except AlloX (scipy's
+assignment solver breaks ties differently: 32,489 s / 9,926 s shipped, 32,629 s / 9,973 s
+here). docs/semantics.md lists every difference of semantics found.
 """
 
 from __future__ import annotations

@@ -100,6 +100,9 @@ class JobState:
     members: tuple[JobState, ...] = ()
     # What the policy saw of the job last time, re-used while nothing it shows has changed.
     policy_view: PolicyJob | None = None
+    # Rounds a job with no steps left still takes before it leaves (Shockwave's simulator keeps
+    # a job that a batch-size change left with none; see ArtifactBatchDynamics); 0: none.
+    empty_rounds_left: int = 0
 
     @property
     def remaining(self) -> float:
@@ -378,6 +381,9 @@ class Mechanism:
                 else (steps if isinstance(steps, int | float) else steps[0])
             )
             if unit.steps_done >= unit.total_steps:
+                if unit.empty_rounds_left > 1:
+                    self._ran_empty(unit)
+                    return []
                 self._remove(unit)
                 return [unit]
             return []
@@ -387,9 +393,18 @@ class Mechanism:
             job.time_run_s += exec_s
             job.steps_done += done
             if job.steps_done >= job.total_steps:
+                if job.empty_rounds_left > 1:
+                    self._ran_empty(job)
+                    continue
                 finished.append(job)
                 self._remove(job)
         return finished
+
+    def _ran_empty(self, job: JobState) -> None:
+        """A job with no steps left ran a round and stays for more: each such round asks for a
+        new allocation, as Shockwave's simulator does after a failed round."""
+        job.empty_rounds_left -= 1
+        self.need_allocation = True
 
     def change_job_type(
         self, job: JobState, job_type: str, total_steps: int, steps_done: float

@@ -124,6 +124,11 @@ PRESETS = {
             # Its min_total_duration answers at the end of a 5% bisection, interior point.
             ("min_total_duration", "gavel_bisection=true"),
             ("min_total_duration_perf", "gavel_bisection=true"),
+            # A job a batch-size change left without steps counts as in its finish-time
+            # fairness (fixed ratio in the max, or the isolated allocation when steps done
+            # exceed the total).
+            ("finish_time_fairness", "jobs_without_steps=shockwave"),
+            ("finish_time_fairness_perf", "jobs_without_steps=shockwave"),
         ),
     ),
     "synergy": Preset(

@@ -37,6 +37,8 @@ from shock.plugins.adaptation.patterns import accordion_rules, gns_rules
 # Shockwave's simulator builds the GNS pattern of a job at least this many epochs long
 # (scheduler.py `_simulate_gns`: max(760, current_epoch + 2)).
 GNS_PATTERN_EPOCHS = 760
+# Failed rounds after which Shockwave's simulator drops a job (scheduler.py MAX_FAILED_ATTEMPTS).
+EMPTY_ROUNDS_BEFORE_EXIT = 5
 _EPS = 1e-9
 
 
@@ -164,8 +166,10 @@ class ArtifactBatchDynamics:
         if not self._has_throughput(job_type, state.spec.scale_factor):
             return False
         new = rescale_rounded_up(model, state.total_steps, state.steps_done, current, target)
-        # Rounding up can reach the total; the job then has one step left, as the artifact's
-        # job must run once more before it is seen complete.
-        done = min(new.steps_done, new.total_steps - 1)
-        mechanism.change_job_type(state, job_type, new.total_steps, done)
+        mechanism.change_job_type(state, job_type, new.total_steps, new.steps_done)
+        if new.steps_done >= new.total_steps:
+            # Rounding up reached the total: the simulator's job has no steps left, yet it is
+            # not complete. Each round it is given, it does nothing (a failed micro-task); the
+            # fifth such round drops it, its completion time that round's start.
+            state.empty_rounds_left = EMPTY_ROUNDS_BEFORE_EXIT
         return True

@@ -69,7 +69,9 @@ class SimulatedExecutor:
                 if count < 1:
                     count = 1
                 if count > left:
-                    count = left
+                    # A job with no steps left (more done than its total, see
+                    # ArtifactBatchDynamics) does nothing.
+                    count = left if left > 0 else 0
                 finish = plan.end_s if quantised else start + lost + count / rate
                 append(_new_tuple(UnitProgress, ((count,), (finish,), finish - start)))
                 if finish > end:
@@ -78,7 +80,7 @@ class SimulatedExecutor:
             counts = []
             finishes = []
             for rate, left in zip(unit.rates, unit.steps_left, strict=True):
-                count = min(max(int(rate * (round_length - lost)), 1), left)
+                count = max(min(max(int(rate * (round_length - lost)), 1), left), 0)
                 counts.append(count)
                 finishes.append(plan.end_s if quantised else start + lost + count / rate)
             unit_finish = max(finishes)
@@ -108,13 +110,18 @@ def _with_fewer_steps(
 ) -> UnitProgress:
     """Shockwave's simulator: each member holds its GPUs for as long as its planned steps
     (a round's worth, or what it has left) take at its rate, t, and does (t - lost) / t of
-    them, whole steps, at least one."""
+    them, truncated to whole steps (none, when fewer than one is left after the loss). A
+    member with no steps left does nothing."""
     counts = []
     finishes = []
     for rate, left in zip(unit.rates, unit.steps_left, strict=True):
         planned = min(max(int(rate * round_length), 1), left)
+        if planned <= 0:
+            counts.append(0)
+            finishes.append(start)
+            continue
         held = planned / rate
-        counts.append(min(max(int(planned * ((held - lost) / held)), 1), left))
+        counts.append(int(planned * ((held - lost) / held)))
         finishes.append(start + held)
     unit_finish = max(finishes)
     return UnitProgress(tuple(counts), tuple(finishes), unit_finish - start)

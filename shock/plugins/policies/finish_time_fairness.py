@@ -37,6 +37,14 @@ iff l >= 1). The direct model is an NLP, given to solvers that take NLPs (ipopt,
 (b_j u_j >= 1 on b, u >= 0 is a rotated cone, so the problem is convex). A job with no steps
 remaining, or that runs on no type, has a ratio no allocation changes; it gets no time and
 is left out of the max.
+
+Option `jobs_without_steps=shockwave` treats a job that has no steps left yet still runs
+(Shockwave's simulator keeps one that a batch-size change left without steps, see
+`--adaptation-rules artifact-simulator`) as Shockwave's simulator does: with exactly none
+left, its fixed ratio t_j / D_j counts in the max and it is given a share like any other job;
+with more steps done than its total, Shockwave's model is not convex (R_j / a_j(x) with
+R_j < 0), so the allocation is the isolated one, and the steps remembered from the last call
+stay those of the call before (the next call credits the steps since then again).
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, highs_lp, solve_matrix_lp
 from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.policy_options import typed_options
 from shock.core.policy_state import by_job, job_keyed
 from shock.core.solver import SolverSpec, solve_pyomo
 from shock.plugins.policies.isolated import isolated_fractions
@@ -92,14 +101,22 @@ class FinishTimeProblem:
         return self.ratios_at((self.throughputs * fractions).sum(axis=1))
 
     def ratios_at(self, rates: np.ndarray) -> np.ndarray:
-        """w_j rho_j per job when job j makes rates[j] steps/s."""
-        with np.errstate(divide="ignore"):
-            time_left = np.where(rates > 0, self.remaining / rates, np.inf)
+        """w_j rho_j per job when job j makes rates[j] steps/s (a job with no steps left
+        needs no time)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            time_left = np.where(
+                rates > 0, self.remaining / rates, np.where(self.remaining > 0, np.inf, 0.0)
+            )
         return (self.elapsed + time_left) / self.horizon
 
     def demand(self, rho: float) -> np.ndarray:
-        """The throughput each job needs for w_j rho_j <= rho (rho above `lower_bound`)."""
-        return self.remaining / (rho * self.horizon - self.elapsed)
+        """The throughput each job needs for w_j rho_j <= rho (rho above `lower_bound`; a job
+        with no steps left needs none)."""
+        if self.remaining.all():
+            return self.remaining / (rho * self.horizon - self.elapsed)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            needed = self.remaining / (rho * self.horizon - self.elapsed)
+        return np.where(self.remaining > 0, needed, 0.0)
 
     @property
     def lower_bound(self) -> float:
@@ -110,12 +127,32 @@ class FinishTimeProblem:
         return float(np.max(self.ratios(self.isolated)))
 
 
+JOBS_WITHOUT_STEPS = ("leave_out", "shockwave")
+
+
+@dataclass(frozen=True, slots=True)
+class FinishTimeFairnessOptions:
+    # A job with no steps left that still runs: "leave_out" (no share, not in the max) or
+    # "shockwave" (as Shockwave's simulator treats it; see the module docstring).
+    jobs_without_steps: str = "leave_out"
+
+    def __post_init__(self) -> None:
+        if self.jobs_without_steps not in JOBS_WITHOUT_STEPS:
+            raise ValueError(
+                f"jobs_without_steps must be one of {', '.join(JOBS_WITHOUT_STEPS)}, "
+                f"got '{self.jobs_without_steps}'"
+            )
+
+
 class FinishTimeFairness(Policy):
     problem_class = ProblemClass.LP  # the bisection: a sequence of feasibility LPs
     # The direct model, rho_j has 1 / a_j(x); solvers that take NLPs are given it instead.
     direct_problem_class = ProblemClass.NLP
 
-    def __init__(self, heterogeneity_aware: bool) -> None:
+    def __init__(
+        self, heterogeneity_aware: bool, options: FinishTimeFairnessOptions | None = None
+    ) -> None:
+        self.options = options or FinishTimeFairnessOptions()
         self.heterogeneity_aware = heterogeneity_aware
         self.name = "finish_time_fairness_perf" if heterogeneity_aware else "finish_time_fairness"
         self.description = (
@@ -127,7 +164,11 @@ class FinishTimeFairness(Policy):
         self._previous: dict[int, tuple[float, float]] = {}  # job -> (R_j, iso_j) last call
 
     def for_run(self, seed: int) -> FinishTimeFairness:
-        return FinishTimeFairness(self.heterogeneity_aware)
+        return FinishTimeFairness(self.heterogeneity_aware, self.options)
+
+    def with_options(self, values: Mapping[str, str]) -> Policy:
+        options = typed_options(self.options, values, self.name)
+        return FinishTimeFairness(self.heterogeneity_aware, options)
 
     def snapshot(self) -> dict[str, Any]:
         return {"attained": by_job(self._attained), "previous": by_job(self._previous)}
@@ -155,17 +196,25 @@ class FinishTimeFairness(Policy):
         isolated = (throughputs * x0).sum(axis=1)
         remaining = problem.steps_remaining
         attained = self._credit(keys, remaining, isolated)
+        shockwave = self.options.jobs_without_steps == "shockwave"
+        if shockwave and (remaining < 0).any():
+            # Shockwave's model is not convex then: it falls back to the isolated allocation
+            # before it records this call's steps.
+            return Allocation(keys, problem.worker_types, x0, None)
         # Updated before solving, as Gavel does, so a failed solve does not skew the next call.
         self._previous = {
             k: (float(r), float(i)) for k, r, i in zip(keys, remaining, isolated, strict=True)
         }
 
+        with np.errstate(divide="ignore", invalid="ignore"):
+            horizon = (attained + remaining / isolated) / problem.priority_weights
         counted = (remaining > 0) & (isolated > 0)
+        if shockwave:
+            # A job with none left counts with its fixed ratio (and gets a share).
+            counted |= (remaining == 0) & (isolated > 0) & np.isfinite(horizon) & (horizon != 0)
         fractions = np.zeros_like(throughputs)
         if not counted.any():
             return Allocation(keys, problem.worker_types, fractions, 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            horizon = (attained + remaining / isolated) / problem.priority_weights
         ftf = FinishTimeProblem(
             throughputs=throughputs[counted],
             scale=problem.scale_factors[counted],
@@ -187,7 +236,8 @@ class FinishTimeFairness(Policy):
             x = bisect_matrix(ftf, solver)
         else:
             sub = subproblem(problem, counted, ftf.throughputs)
-            if solver.takes(ProblemClass.NLP):
+            # The direct model divides by R_j: jobs with none left take the bisection.
+            if solver.takes(ProblemClass.NLP) and (ftf.remaining > 0).all():
                 x = solve_direct(ftf, sub, solver)
             else:
                 x = bisect_pyomo(ftf, sub, solver)

@@ -17,6 +17,7 @@ mutable demands (rho is feasible iff l >= 1).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, highs_lp
-from shock.core.policy import Allocation, PolicyInput, ProblemClass, UnitKey
+from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass, UnitKey
 from shock.core.solver import SolverSpec
 from shock.plugins.policies.finish_time_fairness import (
     FinishTimeFairness,
@@ -56,6 +57,9 @@ class FinishTimeFairnessPacked(FinishTimeFairness):
 
     def for_run(self, seed: int) -> FinishTimeFairnessPacked:
         return FinishTimeFairnessPacked()
+
+    def with_options(self, values: Mapping[str, str]) -> Policy:
+        return Policy.with_options(self, values)  # it takes none
 
     def solve(
         self, problem: PolicyInput, counted: np.ndarray, ftf: FinishTimeProblem, solver: SolverSpec
