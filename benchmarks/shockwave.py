@@ -10,11 +10,12 @@ traces (jobs that change their batch size while they train), with `--preset shoc
 
 Both use Shockwave's WISR throughput table (bundled) and `--preset shockwave` (120 s rounds,
 20 s lost by a job that did not run in the previous round, as in Shockwave's simulator).
-Shockwave's paper reports, on its canonical 120-job trace with its TACC throughputs (not
-public): shockwave 24,197 s makespan, 9,958 s average JCT, worst rho 1.78, 5% unfair jobs;
-Gavel's LAS (shock's `max_min_fairness`) 33,208 s, 11,274 s, 2.95, 25%. The jobs are the
-same here, but the throughputs (and so the steps and speeds) are WISR's, so compare the
-ratios to LAS rather than the absolute numbers. Shockwave's
+Shockwave's paper reports, on its canonical 120-job trace with its TACC throughputs
+(bundled as shockwave_tacc_throughputs.json; `benchmarks/shockwave_baselines.py` runs the
+baselines with them): shockwave 24,197 s makespan, 9,958 s average JCT, worst rho 1.78,
+5% unfair jobs; Gavel's LAS (shock's `max_min_fairness`) 33,208 s, 11,274 s, 2.95, 25%.
+The jobs are the same here, but the throughputs (and so the steps and speeds) are WISR's, so
+compare the ratios to LAS rather than the absolute numbers. Shockwave's
 artifact simulates the shockwave policy on its canonical trace in about 10 minutes (with
 Gurobi); shock's target is 60 s with HiGHS.
 
