@@ -112,11 +112,13 @@ PRESETS = {
         # time its priority counts as received leaves those 20 s out.
         overhead_effect="fewer_steps",
         overhead_counts_as_received=False,
-        # Shockwave's max_sum_throughput_perf sums raw steps/s (Gavel's objective).
+        # Shockwave's max_sum_throughput_perf sums raw steps/s (Gavel's objective) and takes
+        # ECOS's answer, whose tiny shares for left-out jobs rank them for spare GPUs.
         # Its `allox` is AlloX with alpha = 0.2, which gives a gang a 1/s share and matches it
         # again at every allocation.
         policy_options=(
             ("max_sum_throughput_perf", "raw_throughput=true"),
+            ("max_sum_throughput_perf", "ecos_point=true"),
             ("allox", "alpha=0.2"),
             ("allox", "gavel_gangs=true"),
             # Its `gandiva_fair` gives every job N / m GPUs' time, blind to gang sizes.

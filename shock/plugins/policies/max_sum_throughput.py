@@ -15,6 +15,13 @@ jobs share evenly instead of one vertex taking everything.
 
 Option `raw_throughput=true` sums raw steps/s as Gavel and Shockwave do (w_j T[j, w], no
 division by T_best_j); `--preset shockwave` sets it, to compare with Shockwave's simulator.
+
+Option `ecos_point=true` (also set by `--preset shockwave`) answers with the point ECOS's
+interior-point method stops at (shock.core.conic_interior_point), as Gavel's and Shockwave's
+simulators do, clipped to [0, 1] as they clip it. The LP's optimum is the same, but a job the
+optimum leaves out keeps the tiny share (about 1e-8) the method leaves it, and Gavel's round
+mechanism ranks those jobs by it when GPUs are left over (a job never run gets priority
+share x 1e9), so which of them fill the spare GPUs follows those tiny numbers.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from shock.core.conic_interior_point import conic_interior_point_optimum
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
 from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
@@ -59,6 +67,8 @@ def throughput_lp(coefficients: np.ndarray, scale: np.ndarray, capacity: np.ndar
 class MaxSumThroughputOptions:
     # Sum raw steps/s (Gavel's and Shockwave's objective) instead of normalised throughputs.
     raw_throughput: bool = False
+    # Answer with ECOS's interior point, tiny shares of left-out jobs kept (Gavel's solver).
+    ecos_point: bool = False
 
 
 def raw_throughput_coefficients(problem: PolicyInput) -> np.ndarray:
@@ -88,7 +98,14 @@ class MaxSumThroughput(Policy):
         m, n = coefficients.shape
         if not coefficients.any():  # nothing runs anywhere: nothing to gain
             return Allocation(keys, problem.worker_types, np.zeros((m, n)), 0.0)
-        if solver.uses_fast_path:
+        point = (
+            conic_interior_point_optimum(coefficients, problem.scale_factors, problem.capacity)
+            if self.options.ecos_point
+            else None
+        )
+        if point is not None:
+            fractions = np.clip(point, 0.0, 1.0)  # Gavel clips, and keeps the tiny shares
+        elif solver.uses_fast_path:
             lp = throughput_lp(coefficients, problem.scale_factors, problem.capacity)
             fractions = clean_fractions(solve_matrix_lp(lp, solver).reshape(m, n))
         else:
