@@ -12,9 +12,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from itertools import chain
-from operator import itemgetter
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -37,9 +35,9 @@ from shock.core.resource_placement import (
 )
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
+from shock.core.unit_counters import Counters, UnitCounters, UnitRates
 
 _NO_FRACTION_PRIORITY = 1e9
-_PRIORITY_KEY = itemgetter(0, 1, 2)
 
 
 def _gavel_entry_order(unit: Unit) -> tuple[int, int, int]:
@@ -79,8 +77,40 @@ class MechanismConfig:
             raise ValueError(f"selection must be one of {', '.join(SELECTION_RULES)}")
 
 
+class _Counted:
+    """A unit's counters per worker type, read from the mechanism's `UnitCounters` (copies;
+    the mechanism changes them)."""
+
+    __slots__ = ()
+    rates: list[float]
+    slot: int
+    counters: UnitCounters | None
+    final_counters: Counters | None
+
+    def _counters(self) -> Counters:
+        if self.counters is None:
+            return self.final_counters or ([], [], None)
+        return self.counters.of(self)
+
+    @property
+    def time_so_far(self) -> list[float]:
+        """Seconds received since the last allocation reset (which restarts it at half a
+        round)."""
+        return self._counters()[0]
+
+    @property
+    def deficit(self) -> list[float]:
+        """Time owed, carried over allocation resets."""
+        return self._counters()[1]
+
+    @property
+    def allocation(self) -> list[float] | None:
+        """The current allocation's shares; None when it does not allocate the unit."""
+        return self._counters()[2]
+
+
 @dataclass(slots=True)
-class JobState:
+class JobState(_Counted):
     """Mutable per-job state of the mechanism; a job is also the unit that runs it alone."""
 
     spec: JobSpec
@@ -92,14 +122,15 @@ class JobState:
     steps_done: float = 0.0
     time_run_s: float = 0.0  # seconds it has held GPUs, over all rounds
     speed: float = 1.0  # see PolicyJob.speed
-    time_so_far: list[float] = field(default_factory=list)
-    deficit: list[float] = field(default_factory=list)
-    allocation: list[float] | None = None
     key: UnitKey = -1
     member_ids: tuple[int, ...] = ()
     members: tuple[JobState, ...] = ()
     # What the policy saw of the job last time, re-used while nothing it shows has changed.
     policy_view: PolicyJob | None = None
+    # Its row of the mechanism's counters (-1 once it left: then its last counters).
+    slot: int = -1
+    counters: UnitCounters | None = None
+    final_counters: Counters | None = None
 
     @property
     def remaining(self) -> float:
@@ -107,7 +138,7 @@ class JobState:
 
 
 @dataclass(slots=True)
-class PairState:
+class PairState(_Counted):
     """Two jobs sharing one gang of GPUs (space sharing), with its own time counters as in
     Gavel; each member progresses at its co-located throughput from the table."""
 
@@ -116,10 +147,10 @@ class PairState:
     scale_factor: int
     pair_rates: list[tuple[float, float]]  # per column: (first member's, second's) steps/s
     rates: list[float]  # per column: > 0 where both members progress (runnability)
-    time_so_far: list[float]
-    deficit: list[float]
-    allocation: list[float] | None = None
     member_ids: tuple[int, ...] = ()
+    slot: int = -1
+    counters: UnitCounters | None = None
+    final_counters: Counters | None = None
 
 
 Unit = JobState | PairState
@@ -219,34 +250,6 @@ _set_cpus = _SLOT_SETTERS["cpus"]
 _set_memory_gb = _SLOT_SETTERS["memory_gb"]
 
 
-class _UnitCounters(NamedTuple):
-    """The selection's view of every unit's per-type counters, as (unit, type) matrices with
-    the types in the round's order (one conversion per round instead of a Python loop over
-    every unit and type)."""
-
-    rates: np.ndarray
-    shares: np.ndarray  # 0 where the unit has no allocation
-    time_so_far: np.ndarray
-    deficit: np.ndarray
-
-    @staticmethod
-    def of(units: Sequence[Unit], types: int, order: list[int]) -> _UnitCounters:
-        none = [0.0] * types
-        # One pass over the units: each gives its four rows in turn.
-        rows = chain.from_iterable(
-            (
-                unit.rates,
-                none if unit.allocation is None else unit.allocation,
-                unit.time_so_far,
-                unit.deficit,
-            )
-            for unit in units
-        )
-        flat = np.fromiter(chain.from_iterable(rows), float, len(units) * 4 * types)
-        block = flat.reshape(len(units), 4, types)[:, :, order]
-        return _UnitCounters(block[:, 0], block[:, 1], block[:, 2], block[:, 3])
-
-
 class Mechanism:
     def __init__(
         self,
@@ -290,7 +293,9 @@ class Mechanism:
         self._type_order = [self.worker_types.index(w) for w in order]
         self._shuffler = random.Random(config.seed + 5)
         self.active: dict[int, JobState] = {}
-        self._by_id: list[JobState] | None = []  # active jobs by id; None: to be sorted again
+        self.counters = UnitCounters(len(self.worker_types))
+        # Active jobs by id: their slots and ids (None: to be sorted again).
+        self._by_id: tuple[np.ndarray, tuple[int, ...]] | None = None
         self.pairs: dict[tuple[int, int], PairState] = {}
         self.worker_time = [0.0] * len(self.worker_types)
         self.need_allocation = True
@@ -331,7 +336,6 @@ class Mechanism:
         ]
 
     def admit(self, job: JobSpec) -> JobState:
-        n = len(self.worker_types)
         rates = self._rates(job)
         unconsolidated = self._unconsolidated_rates(job, rates)
         half_round = self.config.round_length_s / 2
@@ -342,12 +346,16 @@ class Mechanism:
             total_steps=job.total_steps,
             rates=rates,
             unconsolidated_rates=unconsolidated,
-            time_so_far=[half_round] * n,
-            deficit=[0.0] * n,
             key=job.job_id,
             member_ids=(job.job_id,),
         )
         state.members = (state,)
+        counters = self.counters
+        slot = counters.acquire(
+            state, job.job_id, job.scale_factor, job.priority_weight, rates, half_round, 0.0
+        )
+        state.slot, state.counters = slot, counters
+        state.rates = UnitRates(rates, counters, slot)
         self.active[job.job_id] = state
         self._by_id = None
         self.need_allocation = True
@@ -368,7 +376,7 @@ class Mechanism:
         received = exec_s
         if overhead_s and not self.config.overhead_counts_as_received:
             received = max(exec_s - overhead_s, 0.0)
-        unit.time_so_far[column] += received
+        self.counters.credit(unit.slot, column, received)
         self.worker_time[column] += received
         if type(unit) is JobState:  # a job alone: the common case, kept lean
             unit.time_run_s += exec_s
@@ -401,11 +409,11 @@ class Mechanism:
         job.policy_view = None
         job.total_steps = total_steps
         job.steps_done = steps_done
-        job.rates = self._rates(job.spec)
+        rates = self._rates(job.spec)
+        self.counters.rates[job.slot] = rates
+        job.rates = UnitRates(rates, self.counters, job.slot)
         job.unconsolidated_rates = self._unconsolidated_rates(job.spec, job.rates)
-        if self.pairs:
-            for key in [k for k in self.pairs if job.job_id in k]:
-                del self.pairs[key]
+        self._drop_pairs_of(job)
         last = self.previous_round.get(job.key)
         if last is not None:
             self.previous_round[job.key] = self._assignment(
@@ -422,11 +430,15 @@ class Mechanism:
 
     def _remove(self, job: JobState) -> None:
         del self.active[job.job_id]
+        self.counters.release(job.slot)
         self._by_id = None
+        self._drop_pairs_of(job)
+        self.need_allocation = True
+
+    def _drop_pairs_of(self, job: JobState) -> None:
         if self.pairs:
             for key in [k for k in self.pairs if job.job_id in k]:
-                del self.pairs[key]
-        self.need_allocation = True
+                self.counters.release(self.pairs.pop(key).slot)
 
     # Allocation.
 
@@ -453,19 +465,27 @@ class Mechanism:
     def install_allocation(self, allocation: Allocation) -> None:
         """Make `allocation` the current one: each job's and allocated pair's shares."""
         self.allocation = allocation
-        rows = {key: row for row, key in enumerate(self.allocation.keys)}
-        # One conversion of the whole matrix: each row is then a fresh list of floats.
-        fractions = np.asarray(self.allocation.fractions).tolist()
-        for job in self.active.values():
-            row = rows.get(job.job_id)
-            job.allocation = None if row is None else fractions[row]
-        for pair in self.pairs.values():
-            pair.allocation = None
-        for key, row in rows.items():
-            if type(key) is tuple:
-                existing = self.pairs.get(key) or self._new_pair(key)
-                if existing is not None:
-                    existing.allocation = fractions[row]
+        counters = self.counters
+        counters.clear_shares()
+        fractions = np.asarray(allocation.fractions, dtype=float)
+        keys = allocation.keys
+        by_id, ids = self._jobs_by_id()
+        if len(keys) == len(ids) and keys == ids:
+            counters.set_shares(by_id, fractions)  # one row per active job, by id
+        else:
+            rows = {key: row for row, key in enumerate(keys)}
+            slots: list[int] = []
+            allocated: list[int] = []
+            for key, row in rows.items():
+                unit: Unit | None
+                if type(key) is tuple:
+                    unit = self.pairs.get(key) or self._new_pair(key)
+                else:
+                    unit = self.active.get(cast(int, key))
+                if unit is not None:
+                    slots.append(unit.slot)
+                    allocated.append(row)
+            counters.set_shares(np.array(slots, dtype=np.intp), fractions[allocated])
         self.need_allocation = False
 
     def remember_assignment(
@@ -488,8 +508,21 @@ class Mechanism:
         """Bring back a pair of a resumed run with its counters (if both jobs are here)."""
         pair = self.pairs.get(key) or self._new_pair(key)
         if pair is not None:
-            pair.time_so_far[:] = [float(v) for v in time_so_far]
-            pair.deficit[:] = [float(v) for v in deficit]
+            self.counters.set_times(
+                pair.slot, [float(v) for v in time_so_far], [float(v) for v in deficit]
+            )
+
+    def restore_counters(
+        self,
+        job: JobState,
+        column: int,
+        time_so_far: float,
+        deficit: float,
+        share: float | None,
+    ) -> None:
+        """Give a job of a resumed run its counters on one worker type (a share makes it
+        allocated, with no share on the types not given one)."""
+        self.counters.set_column(job.slot, column, time_so_far, deficit, share)
 
     def shuffler_state(self) -> tuple[Any, ...]:
         """The random state that orders worker types for heterogeneity-agnostic policies."""
@@ -526,64 +559,66 @@ class Mechanism:
             scale_factor=size,
             pair_rates=pair_rates,
             rates=[min(a, b) for a, b in pair_rates],
-            time_so_far=[credit] * n,
-            deficit=[credit] * n,
             member_ids=key,
         )
+        pair.slot = self.counters.acquire(pair, -1, size, 1.0, pair.rates, credit, credit)
+        pair.counters = self.counters
         if credit:
             for column in range(n):
                 self.worker_time[column] += credit
         self.pairs[key] = pair
         return pair
 
-    def _active_by_id(self) -> list[JobState]:
-        """Active jobs by id (kept between rounds until a job arrives or leaves)."""
-        ordered = self._by_id
-        if ordered is None:
-            active = self.active
-            ordered = self._by_id = [active[j] for j in sorted(active)]
-        return ordered
+    def _jobs_by_id(self) -> tuple[np.ndarray, tuple[int, ...]]:
+        """Active jobs by id: their slots and ids (kept until a job arrives or leaves)."""
+        by_id = self._by_id
+        if by_id is None:
+            slots, ids = self.counters.jobs_by_id()
+            by_id = self._by_id = (slots, tuple(ids.tolist()))
+        return by_id
 
-    def _units(self) -> list[Unit]:
-        singles: list[Unit] = list(self._active_by_id())
+    def _active_by_id(self) -> list[JobState]:
+        """Active jobs by id."""
+        owner = self.counters.owner
+        return [owner[slot] for slot in self._jobs_by_id()[0].tolist()]
+
+    def _unit_slots(self) -> np.ndarray:
+        """The slots of the units a round selects from: active jobs by id, then allocated
+        pairs by key."""
+        singles = self._jobs_by_id()[0]
         if not self.pairs:
             return singles
-        paired = [self.pairs[k] for k in sorted(self.pairs) if self.pairs[k].allocation]
-        return singles + paired
+        allocated = self.counters.allocated
+        paired = [self.pairs[k].slot for k in sorted(self.pairs)]
+        return np.concatenate(
+            [singles, np.array([slot for slot in paired if allocated[slot]], dtype=np.intp)]
+        )
 
     def _reset_time_so_far(self, now: float) -> None:
         """Carry each unit's time owed since the last reset into its deficit (share x elapsed
-        - received), and restart its received time at half a round. A Python loop: faster
-        here than gathering the lists into arrays and back."""
-        elapsed = now - self.last_reset_s
+        - received), and restart its received time at half a round."""
         half_round = self.config.round_length_s / 2
         tracked = len(self.active) + len(self.pairs)
         for column in range(len(self.worker_types)):
             self.worker_time[column] = half_round * tracked
-        units: list[Unit] = [*self.active.values(), *self.pairs.values()]
-        columns = range(len(self.worker_types))
-        for job in units:
-            allocation, deficit, time_so_far = job.allocation, job.deficit, job.time_so_far
-            for column in columns:
-                should = allocation[column] * elapsed if allocation else 0.0
-                received = time_so_far[column] - half_round
-                if should == 0.0 and received == 0.0:
-                    continue  # nothing owed, nothing received: the deficit stays as it is
-                deficit[column] += should - received
-                time_so_far[column] = half_round
+        self.counters.carry_owed(now - self.last_reset_s, half_round)
         self.last_reset_s = now
 
     def _policy_input(self, now: float) -> PolicyInput:
-        jobs = self._active_by_id()
-        throughputs = np.fromiter(
-            chain.from_iterable(j.rates for j in jobs), float, len(jobs) * len(self.capacity)
-        )
-        return PolicyInput(
+        slots, ids = self._jobs_by_id()
+        counters = self.counters
+        # The jobs' views are built only if the policy reads them (most need the arrays).
+        owner = cast(list[JobState], counters.owner)
+        return PolicyInput.of_job_columns(
+            # The views of the jobs of this allocation (read during it).
+            lambda: tuple(_policy_view(owner[slot]) for slot in slots.tolist()),
+            ids,
+            counters.gpus[slots],
+            counters.weight[slots],
             now=now,
-            jobs=tuple(map(_policy_view, jobs)),
             worker_types=self.worker_types,
             capacity=self.capacity,
-            throughputs=throughputs.reshape(len(jobs), len(self.capacity)),
+            throughputs=counters.rates[slots],
             table=self.table,
             prices=self.prices,
             round_length_s=self.config.round_length_s,
@@ -614,20 +649,27 @@ class Mechanism:
         reset (plus carried deficit); pairs with no allocation come last (backfill)."""
         half_round = self.config.round_length_s / 2
         elapsed = now - self.last_reset_s
-        units = self._units()
-        counters = _UnitCounters.of(units, len(self.worker_types), order)
+        slots = self._unit_slots()
+        counters = self.counters
+        counters.flush()
+
+        def rows(matrix: np.ndarray) -> np.ndarray:
+            # The units' rows, with the types in the round's order.
+            return matrix[slots][:, order]
+
         # The (unit, type) entries, unit by unit and in type order within a unit: those with
         # a throughput and (unless the policy backfills) a share.
-        runnable = counters.rates > 0
+        all_shares = rows(counters.shares)
+        runnable = rows(counters.rates) > 0
         if not self.policy.backfill:
-            runnable &= counters.shares > 0
+            runnable &= all_shares > 0
         entry = np.flatnonzero(runnable)
-        shares = counters.shares.ravel()[entry]
+        shares = all_shares.ravel()[entry]
         # Gavel's arithmetic, element by element: deficit + share x elapsed - received.
         owed = (
-            counters.deficit.ravel()[entry]
+            rows(counters.deficit).ravel()[entry]
             + shares * elapsed
-            - (counters.time_so_far.ravel()[entry] - half_round)
+            - (rows(counters.time_so_far).ravel()[entry] - half_round)
         )
         # A stable sort, ascending on the negated keys: the order of Python's stable sort with
         # reverse=True on (allocated, owed, share), ties in entry order (arrival order,
@@ -638,12 +680,13 @@ class Mechanism:
         left = [self._gpus_of_column[column] for column in order]
         free = sum(left)
         picked: list[list[Unit]] = [[] for _ in order]
-        sizes = [unit.scale_factor for unit in units]
+        sizes, units = counters.size, cast(list[Unit], counters.owner)
+        walk_slots, walk_types = slots[walk // width].tolist(), (walk % width).tolist()
         if self.pairs:
             selected: set[int] = set()
-            for row, index in zip((walk // width).tolist(), (walk % width).tolist(), strict=True):
-                unit = units[row]
-                size = sizes[row]
+            for slot, index in zip(walk_slots, walk_types, strict=True):
+                unit = units[slot]
+                size = sizes[slot]
                 if size > left[index] or not selected.isdisjoint(unit.member_ids):
                     continue
                 left[index] -= size
@@ -655,13 +698,13 @@ class Mechanism:
         else:
             # Jobs alone: a job is taken at most once, whichever of its entries comes first.
             taken = [False] * len(units)
-            for row, index in zip((walk // width).tolist(), (walk % width).tolist(), strict=True):
-                size = sizes[row]
-                if size > left[index] or taken[row]:
+            for slot, index in zip(walk_slots, walk_types, strict=True):
+                size = sizes[slot]
+                if size > left[index] or taken[slot]:
                     continue
                 left[index] -= size
-                taken[row] = True
-                picked[index].append(units[row])
+                taken[slot] = True
+                picked[index].append(units[slot])
                 free -= size
                 if free == 0:
                     break  # every GPU is taken (gangs have at least one GPU)
@@ -699,39 +742,49 @@ class Mechanism:
         allocation), ties in the order Gavel's priority table has them: each job on arrival,
         followed by its pairs with the jobs that arrived before it."""
         backfill = self.policy.backfill
-        units = self._units()
+        counters = self.counters
+        units, sizes = cast(list[Unit], counters.owner), counters.size
+        slots = self._unit_slots()
         if self.pairs:
-            units.sort(key=_gavel_entry_order)
+            ordered = sorted(slots.tolist(), key=lambda slot: _gavel_entry_order(units[slot]))
+            slots = np.array(ordered, dtype=np.intp)
+        slot_of = slots.tolist()
+        counters.flush()
+        rates, shares = counters.rates[slots], counters.shares[slots]
+        time_so_far, deficit = counters.time_so_far[slots], counters.deficit[slots]
         chosen: dict[int, list[Unit]] = {}
         selected: set[int] = set()
         for column in order:
             worker_time = self.worker_time[column]
-            entries: list[tuple[float, float, float, Unit]] = []
-            append = entries.append
-            for unit in units:
-                allocation = unit.allocation
-                share = allocation[column] if allocation is not None else 0.0
-                if share <= 0 or unit.rates[column] <= 0:
-                    append((0.0, unit.deficit[column], share, unit))
-                    continue
-                # Gavel's arithmetic, in its order: allocation / (received / worker time).
-                fraction = unit.time_so_far[column] / worker_time if worker_time > 0 else 0.0
-                priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
-                append((priority, unit.deficit[column], share, unit))
-            entries.sort(key=_PRIORITY_KEY, reverse=True)
+            share = shares[:, column]
+            # Python's conditions, negated as written (NaN-safe): a share and a throughput.
+            unrated = rates[:, column] <= 0
+            prioritised = ~(share <= 0) & ~unrated
+            # Gavel's arithmetic, in its order: allocation / (received / worker time).
+            fraction = (
+                time_so_far[:, column] / worker_time if worker_time > 0 else np.zeros(len(slots))
+            )
+            positive = fraction > 0
+            priority = np.divide(
+                share, fraction, out=share * _NO_FRACTION_PRIORITY, where=positive
+            )
+            priority[~prioritised] = 0.0
+            # Python's stable sort with reverse=True on (priority, deficit, share): a stable
+            # ascending sort on the negated keys, ties in unit order.
+            sequence = np.lexsort((-share, -deficit[:, column], -priority))
+            # Entries the walk would skip whatever is left (no throughput; no priority
+            # without backfill) are dropped first.
+            eligible = ~unrated if backfill else ~unrated & ~(priority <= 0)
             left = self._gpus_of_column[column]
             picked: list[Unit] = []
-            for priority, _, _, unit in entries:
-                size = unit.scale_factor
+            for row in sequence[eligible[sequence]].tolist():
+                slot = slot_of[row]
+                size = sizes[slot]
                 if size > left:
                     continue
+                unit = units[slot]
                 ids = unit.member_ids
-                if (
-                    ids[0] in selected
-                    or (len(ids) > 1 and ids[1] in selected)
-                    or unit.rates[column] <= 0
-                    or (not backfill and priority <= 0)
-                ):
+                if ids[0] in selected or (len(ids) > 1 and ids[1] in selected):
                     continue
                 left -= size
                 selected.update(ids)
@@ -752,7 +805,8 @@ class Mechanism:
         for column in order:
             runnable = chosen[column]
             if hold:
-                runnable = [unit for unit in runnable if unit.allocation is not None]
+                allocated = self.counters.allocated
+                runnable = [unit for unit in runnable if allocated[unit.slot]]
             if not runnable:
                 continue
             if self.resource_aware:
