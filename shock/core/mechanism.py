@@ -13,6 +13,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -179,6 +180,7 @@ class Assignment(NamedTuple):
 
 # Builds a named tuple without its Python-level __new__ (several per unit per round).
 _new_tuple = tuple.__new__
+_unit_key = attrgetter("key")
 
 
 def _kept(assignment: Assignment) -> Assignment:
@@ -294,6 +296,8 @@ class Mechanism:
         self._shuffler = random.Random(config.seed + 5)
         self.active: dict[int, JobState] = {}
         self.counters = UnitCounters(len(self.worker_types))
+        self._types = len(self.worker_types)
+        self._credit_index, self._credit_seconds = self.counters.credit_appenders()
         # Active jobs by id: their slots and ids (None: to be sorted again).
         self._by_id: tuple[np.ndarray, tuple[int, ...]] | None = None
         self.pairs: dict[tuple[int, int], PairState] = {}
@@ -376,12 +380,15 @@ class Mechanism:
         received = exec_s
         if overhead_s and not self.config.overhead_counts_as_received:
             received = max(exec_s - overhead_s, 0.0)
-        self.counters.credit(unit.slot, column, received)
+        self._credit_index(unit.slot * self._types + column)  # `UnitCounters.credit`, inline
+        self._credit_seconds(received)
         self.worker_time[column] += received
         if type(unit) is JobState:  # a job alone: the common case, kept lean
             unit.time_run_s += exec_s
             unit.steps_done += (
-                steps[0]
+                steps
+                if type(steps) is float
+                else steps[0]
                 if type(steps) is tuple
                 else (steps if isinstance(steps, int | float) else steps[0])
             )
@@ -796,7 +803,7 @@ class Mechanism:
 
     def _place(self, order: list[int], chosen: dict[int, list[Unit]]) -> list[Assignment]:
         assignments: list[Assignment] = []
-        previous = self.previous_round
+        previous_get = self.previous_round.get
         hold = self.config.hold_unallocated_jobs
         extends_leases = getattr(self.placement, "extends_leases", False)
         sensitive = self.config.placement_sensitive
@@ -812,34 +819,30 @@ class Mechanism:
             if self.resource_aware:
                 assignments.extend(self._place_with_resources(column, runnable))
                 continue
-            stayed: dict[UnitKey, Assignment] = {}
-            for unit in runnable:
-                last = previous.get(unit.key)
-                if last is not None and last.column == column:
-                    stayed[unit.key] = last
-            if extends_leases and len(stayed) == len(runnable):
+            # Each unit's assignment of last round if it ran on this type (None otherwise).
+            lasts = [
+                last if last is not None and last.column == column else None
+                for last in map(previous_get, map(_unit_key, runnable))
+            ]
+            if extends_leases and all(lasts):  # (an assignment is a non-empty tuple)
                 # Everyone stays where they were; placement would agree. Reuse the assignments
                 # (immutable), marked as having kept their GPUs.
-                for unit in runnable:
-                    last = stayed[unit.key]
-                    assignments.append(last if last.kept_gpus else _kept(last))
+                for stayed in cast(list[Assignment], lasts):
+                    assignments.append(stayed if stayed.kept_gpus else _kept(stayed))
                 continue
             requests = [
                 _new_tuple(
                     PlacementRequest,
                     (unit.key, unit.scale_factor, None if last is None else last.gpus),
                 )
-                for unit in runnable
-                for last in (stayed.get(unit.key),)
+                for unit, last in zip(runnable, lasts, strict=True)
             ]
             gpus_of = self.placement.place(self.servers_by_column[column], requests)
             check_placement(self.placement, self.servers_by_column[column], requests, gpus_of)
             worker_type = self.worker_types[column]
             append = assignments.append
-            for unit in runnable:
-                key = unit.key
-                gpus = gpus_of[key]
-                last = stayed.get(key)
+            for unit, last in zip(runnable, lasts, strict=True):
+                gpus = gpus_of[unit.key]
                 kept = last is not None and last.gpus == gpus
                 if type(unit) is JobState and (len(gpus) == 1 or not sensitive):
                     rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`, inline

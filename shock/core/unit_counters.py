@@ -10,7 +10,7 @@ the batch is added (in credit order) before anything reads the counters.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -141,6 +141,11 @@ class UnitCounters:
         self._pending_index.append(slot * self.types + column)
         self._pending_seconds.append(seconds)
 
+    def credit_appenders(self) -> tuple[Callable[[int], None], Callable[[float], None]]:
+        """`credit` in two calls, for a caller that credits every unit every round: append
+        slot x types + column, then the seconds."""
+        return self._pending_index.append, self._pending_seconds.append
+
     def flush(self) -> None:
         """Add the pending credits, each in turn (np.add.at: a unit credited twice adds
         both, in order), and free the released slots (their units keep their last
@@ -151,8 +156,8 @@ class UnitCounters:
                 np.array(self._pending_index, dtype=np.intp),
                 np.array(self._pending_seconds, dtype=float),
             )
-            self._pending_index = []
-            self._pending_seconds = []
+            self._pending_index.clear()  # in place: `credit_appenders` append to them
+            self._pending_seconds.clear()
         if self._released:
             for slot in self._released:
                 owner = self.owner[slot]
