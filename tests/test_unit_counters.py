@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import pickle
 import random
+from unittest.mock import patch
 
 import numpy as np
 from hypothesis import given, settings
@@ -265,10 +266,17 @@ def _plain_time_owed_walk(
     seed=st.integers(0, 10_000),
     policy=st.sampled_from(["max_min_fairness", "max_min_fairness_packed", "fifo"]),
     selection=st.sampled_from(["gavel", "deficit"]),
+    few_units=st.sampled_from([0, 10**6]),
 )
 def test_the_selections_pick_what_the_plain_walks_pick(
-    seed: int, policy: str, selection: str
+    seed: int, policy: str, selection: str, few_units: int
 ) -> None:
+    # Gavel's priorities as arrays, and as a loop (below the threshold).
+    with patch("shock.core.mechanism._FEW_UNITS", few_units):
+        _selections_agree_with_the_plain_walks(seed, policy, selection)
+
+
+def _selections_agree_with_the_plain_walks(seed: int, policy: str, selection: str) -> None:
     rng = random.Random(seed)
     registry = default_registry()
     mechanism = Mechanism(

@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -36,9 +36,20 @@ from shock.core.resource_placement import (
 )
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
-from shock.core.unit_counters import Counters, UnitCounters, UnitRates
+from shock.core.unit_counters import (
+    DEFICIT,
+    RATES,
+    SHARES,
+    TIME_SO_FAR,
+    Counters,
+    UnitCounters,
+    UnitRates,
+)
 
 _NO_FRACTION_PRIORITY = 1e9
+_PRIORITY_KEY = itemgetter(0, 1, 2)
+# Below this many units, Gavel's priorities are cheaper as a Python loop than as arrays.
+_FEW_UNITS = 40
 
 
 def _gavel_entry_order(unit: Unit) -> tuple[int, int, int]:
@@ -296,7 +307,7 @@ class Mechanism:
         self._shuffler = random.Random(config.seed + 5)
         self.active: dict[int, JobState] = {}
         self.counters = UnitCounters(len(self.worker_types))
-        self._types = len(self.worker_types)
+        self._stride = self.counters.stride
         self._credit_index, self._credit_seconds = self.counters.credit_appenders()
         # Active jobs by id: their slots and ids (None: to be sorted again).
         self._by_id: tuple[np.ndarray, tuple[int, ...]] | None = None
@@ -380,7 +391,7 @@ class Mechanism:
         received = exec_s
         if overhead_s and not self.config.overhead_counts_as_received:
             received = max(exec_s - overhead_s, 0.0)
-        self._credit_index(unit.slot * self._types + column)  # `UnitCounters.credit`, inline
+        self._credit_index(unit.slot * self._stride + column)  # `UnitCounters.credit`, inline
         self._credit_seconds(received)
         self.worker_time[column] += received
         if type(unit) is JobState:  # a job alone: the common case, kept lean
@@ -660,23 +671,21 @@ class Mechanism:
         counters = self.counters
         counters.flush()
 
-        def rows(matrix: np.ndarray) -> np.ndarray:
-            # The units' rows, with the types in the round's order.
-            return matrix[slots][:, order]
-
+        # The units' counters, (unit, counter, type) with the types in the round's order.
+        block = counters.block[slots][:, :, order]
         # The (unit, type) entries, unit by unit and in type order within a unit: those with
         # a throughput and (unless the policy backfills) a share.
-        all_shares = rows(counters.shares)
-        runnable = rows(counters.rates) > 0
+        all_shares = block[:, SHARES]
+        runnable = block[:, RATES] > 0
         if not self.policy.backfill:
             runnable &= all_shares > 0
         entry = np.flatnonzero(runnable)
         shares = all_shares.ravel()[entry]
         # Gavel's arithmetic, element by element: deficit + share x elapsed - received.
         owed = (
-            rows(counters.deficit).ravel()[entry]
+            block[:, DEFICIT].ravel()[entry]
             + shares * elapsed
-            - (rows(counters.time_so_far).ravel()[entry] - half_round)
+            - (block[:, TIME_SO_FAR].ravel()[entry] - half_round)
         )
         # A stable sort, ascending on the negated keys: the order of Python's stable sort with
         # reverse=True on (allocated, owed, share), ties in entry order (arrival order,
@@ -748,7 +757,6 @@ class Mechanism:
         """Gavel's greedy walk over each worker type's units by (priority, deficit,
         allocation), ties in the order Gavel's priority table has them: each job on arrival,
         followed by its pairs with the jobs that arrived before it."""
-        backfill = self.policy.backfill
         counters = self.counters
         units, sizes = cast(list[Unit], counters.owner), counters.size
         slots = self._unit_slots()
@@ -757,34 +765,16 @@ class Mechanism:
             slots = np.array(ordered, dtype=np.intp)
         slot_of = slots.tolist()
         counters.flush()
-        rates, shares = counters.rates[slots], counters.shares[slots]
-        time_so_far, deficit = counters.time_so_far[slots], counters.deficit[slots]
+        if len(slot_of) < _FEW_UNITS:
+            walks = self._priority_walks_few(slots, order)
+        else:
+            walks = self._priority_walks(slots, order)
         chosen: dict[int, list[Unit]] = {}
         selected: set[int] = set()
-        for column in order:
-            worker_time = self.worker_time[column]
-            share = shares[:, column]
-            # Python's conditions, negated as written (NaN-safe): a share and a throughput.
-            unrated = rates[:, column] <= 0
-            prioritised = ~(share <= 0) & ~unrated
-            # Gavel's arithmetic, in its order: allocation / (received / worker time).
-            fraction = (
-                time_so_far[:, column] / worker_time if worker_time > 0 else np.zeros(len(slots))
-            )
-            positive = fraction > 0
-            priority = np.divide(
-                share, fraction, out=share * _NO_FRACTION_PRIORITY, where=positive
-            )
-            priority[~prioritised] = 0.0
-            # Python's stable sort with reverse=True on (priority, deficit, share): a stable
-            # ascending sort on the negated keys, ties in unit order.
-            sequence = np.lexsort((-share, -deficit[:, column], -priority))
-            # Entries the walk would skip whatever is left (no throughput; no priority
-            # without backfill) are dropped first.
-            eligible = ~unrated if backfill else ~unrated & ~(priority <= 0)
+        for column, walk in zip(order, walks, strict=True):
             left = self._gpus_of_column[column]
             picked: list[Unit] = []
-            for row in sequence[eligible[sequence]].tolist():
+            for row in walk:
                 slot = slot_of[row]
                 size = sizes[slot]
                 if size > left:
@@ -801,10 +791,67 @@ class Mechanism:
             chosen[column] = picked
         return chosen
 
+    def _priority_walks(self, slots: np.ndarray, order: list[int]) -> list[list[int]]:
+        """For each type of `order`, the rows of `slots` by Gavel's priority (highest first),
+        less those the walk skips whatever is left: no throughput (no priority, without
+        backfill). The arithmetic for every type at once, as arrays."""
+        # (counter, type, unit), the types in the round's order.
+        block = self.counters.block[slots][:, :, order].transpose(1, 2, 0)
+        rates, shares = block[RATES], block[SHARES]
+        time_so_far, deficit = block[TIME_SO_FAR], block[DEFICIT]
+        worker_time = np.array([self.worker_time[column] for column in order])[:, None]
+        # Python's conditions, negated as written (NaN-safe): a share and a throughput.
+        unrated = rates <= 0
+        prioritised = ~(shares <= 0) & ~unrated
+        # Gavel's arithmetic, in its order: allocation / (received / worker time).
+        fraction = np.divide(
+            time_so_far, worker_time, out=np.zeros_like(time_so_far), where=worker_time > 0
+        )
+        priority = np.divide(
+            shares, fraction, out=shares * _NO_FRACTION_PRIORITY, where=fraction > 0
+        )
+        priority[~prioritised] = 0.0
+        # Python's stable sort with reverse=True on (priority, deficit, share), per type: a
+        # stable ascending sort on the negated keys, ties in unit order.
+        sequences = np.lexsort((-shares, -deficit, -priority), axis=-1)
+        eligible = ~unrated if self.policy.backfill else ~unrated & ~(priority <= 0)
+        return [
+            sequence[eligible[index][sequence]].tolist()
+            for index, sequence in enumerate(sequences)
+        ]
+
+    def _priority_walks_few(self, slots: np.ndarray, order: list[int]) -> list[list[int]]:
+        """`_priority_walks` as a Python loop over units (cheaper for a few units)."""
+        backfill = self.policy.backfill
+        rows = self.counters.block[slots].tolist()  # per unit: its counters per type
+        walks = []
+        for column in order:
+            worker_time = self.worker_time[column]
+            entries: list[tuple[float, float, float, int]] = []
+            for row, counters in enumerate(rows):
+                share = counters[SHARES][column]  # 0 where the unit has no allocation
+                rate = counters[RATES][column]
+                if rate <= 0:
+                    continue  # never taken here
+                if share <= 0:
+                    priority = 0.0
+                else:
+                    # Gavel's arithmetic, in its order: allocation / (received / worker time).
+                    received = counters[TIME_SO_FAR][column]
+                    fraction = received / worker_time if worker_time > 0 else 0.0
+                    priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
+                if not backfill and priority <= 0:
+                    continue
+                entries.append((priority, counters[DEFICIT][column], share, row))
+            entries.sort(key=_PRIORITY_KEY, reverse=True)
+            walks.append([entry[3] for entry in entries])
+        return walks
+
     def _place(self, order: list[int], chosen: dict[int, list[Unit]]) -> list[Assignment]:
         assignments: list[Assignment] = []
         previous_get = self.previous_round.get
         hold = self.config.hold_unallocated_jobs
+        allocated: list[bool] | None = None
         extends_leases = getattr(self.placement, "extends_leases", False)
         sensitive = self.config.placement_sensitive
         if self.resource_aware:
@@ -812,7 +859,8 @@ class Mechanism:
         for column in order:
             runnable = chosen[column]
             if hold:
-                allocated = self.counters.allocated
+                if allocated is None:
+                    allocated = self.counters.allocated.tolist()
                 runnable = [unit for unit in runnable if allocated[unit.slot]]
             if not runnable:
                 continue

@@ -16,6 +16,9 @@ from typing import Protocol
 import numpy as np
 
 _FIRST_CAPACITY = 64
+# The counters of a unit's block, in order.
+_COUNTERS = ("time_so_far", "deficit", "shares", "rates")
+TIME_SO_FAR, DEFICIT, SHARES, RATES = range(len(_COUNTERS))
 
 # One unit's counters per worker type: time received, deficit, share (None: no allocation).
 Counters = tuple[list[float], list[float], list[float] | None]
@@ -56,11 +59,11 @@ class UnitCounters:
     def __init__(self, types: int) -> None:
         self.types = types
         self.capacity = 0
-        self.rates = np.zeros((0, types))
-        self.shares = np.zeros((0, types))  # 0 where the unit has no allocation
+        # (slot, counter, worker type): one gather takes a unit's four rows; the counters'
+        # names below are views of it.
+        self.block = np.zeros((0, len(_COUNTERS), types))
+        self._name_views()
         self.allocated = np.zeros(0, dtype=bool)
-        self.time_so_far = np.zeros((0, types))
-        self.deficit = np.zeros((0, types))
         self.in_use = np.zeros(0, dtype=bool)
         # What a unit's slot holds for the policy: its job id (-1: a pair), GPUs, weight.
         self.job_id = np.zeros(0, dtype=np.int64)
@@ -70,7 +73,9 @@ class UnitCounters:
         self.size: list[int] = []  # its gang size
         self._free: list[int] = []
         self._released: list[int] = []  # free once the pending credits are added
-        # Credits not yet added: flat (slot x types + column) indices, and seconds.
+        # Credits not yet added: flat indices (slot x stride + column: received time is the
+        # block's first counter), and seconds.
+        self.stride = len(_COUNTERS) * types
         self._pending_index: list[int] = []
         self._pending_seconds: list[float] = []
         self._grow()
@@ -83,11 +88,9 @@ class UnitCounters:
         def grown(matrix: np.ndarray) -> np.ndarray:
             return np.concatenate([matrix, np.zeros((extra, *matrix.shape[1:]), matrix.dtype)])
 
-        self.rates = grown(self.rates)
-        self.shares = grown(self.shares)
+        self.block = grown(self.block)
+        self._name_views()
         self.allocated = grown(self.allocated)
-        self.time_so_far = grown(self.time_so_far)
-        self.deficit = grown(self.deficit)
         self.in_use = grown(self.in_use)
         self.job_id = grown(self.job_id)
         self.gpus = grown(self.gpus)
@@ -96,6 +99,13 @@ class UnitCounters:
         self.size.extend([0] * extra)
         self._free.extend(range(new - 1, old - 1, -1))  # popped lowest first
         self.capacity = new
+
+    def _name_views(self) -> None:
+        block = self.block
+        self.time_so_far = block[:, TIME_SO_FAR]  # seconds received since the last reset
+        self.deficit = block[:, DEFICIT]  # time owed, carried over resets
+        self.shares = block[:, SHARES]  # the allocation's; 0 where it has none
+        self.rates = block[:, RATES]  # isolated (or co-located) steps/s
 
     def acquire(
         self,
@@ -138,12 +148,12 @@ class UnitCounters:
         return slots[order], ids[order]
 
     def credit(self, slot: int, column: int, seconds: float) -> None:
-        self._pending_index.append(slot * self.types + column)
+        self._pending_index.append(slot * self.stride + column)
         self._pending_seconds.append(seconds)
 
     def credit_appenders(self) -> tuple[Callable[[int], None], Callable[[float], None]]:
         """`credit` in two calls, for a caller that credits every unit every round: append
-        slot x types + column, then the seconds."""
+        slot x `stride` + column, then the seconds."""
         return self._pending_index.append, self._pending_seconds.append
 
     def flush(self) -> None:
@@ -152,7 +162,7 @@ class UnitCounters:
         counters)."""
         if self._pending_index:
             np.add.at(
-                self.time_so_far.reshape(-1),
+                self.block.reshape(-1),
                 np.array(self._pending_index, dtype=np.intp),
                 np.array(self._pending_seconds, dtype=float),
             )
