@@ -763,23 +763,24 @@ class Mechanism:
         if self.pairs:
             ordered = sorted(slots.tolist(), key=lambda slot: _gavel_entry_order(units[slot]))
             slots = np.array(ordered, dtype=np.intp)
-        slot_of = slots.tolist()
         counters.flush()
-        if len(slot_of) < _FEW_UNITS:
+        if len(slots) < _FEW_UNITS:
             walks = self._priority_walks_few(slots, order)
         else:
             walks = self._priority_walks(slots, order)
+        slot_of = slots.tolist()
+        row_units = [units[slot] for slot in slot_of]
+        row_sizes = [sizes[slot] for slot in slot_of]
         chosen: dict[int, list[Unit]] = {}
         selected: set[int] = set()
         for column, walk in zip(order, walks, strict=True):
             left = self._gpus_of_column[column]
             picked: list[Unit] = []
             for row in walk:
-                slot = slot_of[row]
-                size = sizes[slot]
+                size = row_sizes[row]
                 if size > left:
                     continue
-                unit = units[slot]
+                unit = row_units[row]
                 ids = unit.member_ids
                 if ids[0] in selected or (len(ids) > 1 and ids[1] in selected):
                     continue
@@ -795,11 +796,11 @@ class Mechanism:
         """For each type of `order`, the rows of `slots` by Gavel's priority (highest first),
         less those the walk skips whatever is left: no throughput (no priority, without
         backfill). The arithmetic for every type at once, as arrays."""
-        # (counter, type, unit), the types in the round's order.
-        block = self.counters.block[slots][:, :, order].transpose(1, 2, 0)
+        # (counter, type, unit).
+        block = self.counters.block[slots].transpose(1, 2, 0)
         rates, shares = block[RATES], block[SHARES]
         time_so_far, deficit = block[TIME_SO_FAR], block[DEFICIT]
-        worker_time = np.array([self.worker_time[column] for column in order])[:, None]
+        worker_time = np.array(self.worker_time)[:, None]
         # Python's conditions, negated as written (NaN-safe): a share and a throughput.
         unrated = rates <= 0
         prioritised = ~(shares <= 0) & ~unrated
@@ -815,34 +816,38 @@ class Mechanism:
         # stable ascending sort on the negated keys, ties in unit order.
         sequences = np.lexsort((-shares, -deficit, -priority), axis=-1)
         eligible = ~unrated if self.policy.backfill else ~unrated & ~(priority <= 0)
-        return [
-            sequence[eligible[index][sequence]].tolist()
-            for index, sequence in enumerate(sequences)
-        ]
+        return [sequences[column][eligible[column][sequences[column]]].tolist() for column in order]
 
     def _priority_walks_few(self, slots: np.ndarray, order: list[int]) -> list[list[int]]:
         """`_priority_walks` as a Python loop over units (cheaper for a few units)."""
         backfill = self.policy.backfill
-        rows = self.counters.block[slots].tolist()  # per unit: its counters per type
+        # Per type: per counter, the units' values.
+        by_type = self.counters.block[slots].transpose(2, 1, 0).tolist()
         walks = []
         for column in order:
+            counters = by_type[column]
             worker_time = self.worker_time[column]
             entries: list[tuple[float, float, float, int]] = []
-            for row, counters in enumerate(rows):
-                share = counters[SHARES][column]  # 0 where the unit has no allocation
-                rate = counters[RATES][column]
+            append = entries.append
+            rows = zip(
+                counters[RATES],
+                counters[SHARES],
+                counters[TIME_SO_FAR],
+                counters[DEFICIT],
+                strict=True,
+            )
+            for row, (rate, share, received, deficit) in enumerate(rows):
                 if rate <= 0:
-                    continue  # never taken here
-                if share <= 0:
+                    continue  # never taken on this type
+                if share <= 0:  # (0 where the unit has no allocation)
                     priority = 0.0
                 else:
                     # Gavel's arithmetic, in its order: allocation / (received / worker time).
-                    received = counters[TIME_SO_FAR][column]
                     fraction = received / worker_time if worker_time > 0 else 0.0
                     priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
                 if not backfill and priority <= 0:
                     continue
-                entries.append((priority, counters[DEFICIT][column], share, row))
+                append((priority, deficit, share, row))
             entries.sort(key=_PRIORITY_KEY, reverse=True)
             walks.append([entry[3] for entry in entries])
         return walks
