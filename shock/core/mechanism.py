@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple, cast
@@ -48,6 +48,7 @@ from shock.core.unit_counters import (
 
 _NO_FRACTION_PRIORITY = 1e9
 _PRIORITY_KEY = itemgetter(0, 1, 2)
+_UNIT_OF_ENTRY = itemgetter(3)
 # Below this many units, Gavel's priorities are cheaper as a Python loop than as arrays.
 _FEW_UNITS = 40
 
@@ -758,29 +759,29 @@ class Mechanism:
         allocation), ties in the order Gavel's priority table has them: each job on arrival,
         followed by its pairs with the jobs that arrived before it."""
         counters = self.counters
-        units, sizes = cast(list[Unit], counters.owner), counters.size
+        units = cast(list[Unit], counters.owner)
         slots = self._unit_slots()
         if self.pairs:
             ordered = sorted(slots.tolist(), key=lambda slot: _gavel_entry_order(units[slot]))
             slots = np.array(ordered, dtype=np.intp)
         counters.flush()
-        if len(slots) < _FEW_UNITS:
-            walks = self._priority_walks_few(slots, order)
+        row_units = [units[slot] for slot in slots.tolist()]
+        walks: list[Iterable[Unit]]
+        if len(row_units) < _FEW_UNITS:
+            walks = self._priority_walks_few(slots, order, row_units)
         else:
-            walks = self._priority_walks(slots, order)
-        slot_of = slots.tolist()
-        row_units = [units[slot] for slot in slot_of]
-        row_sizes = [sizes[slot] for slot in slot_of]
+            walks = [
+                map(row_units.__getitem__, rows) for rows in self._priority_walks(slots, order)
+            ]
         chosen: dict[int, list[Unit]] = {}
         selected: set[int] = set()
         for column, walk in zip(order, walks, strict=True):
             left = self._gpus_of_column[column]
             picked: list[Unit] = []
-            for row in walk:
-                size = row_sizes[row]
+            for unit in walk:
+                size = unit.scale_factor
                 if size > left:
                     continue
-                unit = row_units[row]
                 ids = unit.member_ids
                 if ids[0] in selected or (len(ids) > 1 and ids[1] in selected):
                     continue
@@ -818,16 +819,19 @@ class Mechanism:
         eligible = ~unrated if self.policy.backfill else ~unrated & ~(priority <= 0)
         return [sequences[column][eligible[column][sequences[column]]].tolist() for column in order]
 
-    def _priority_walks_few(self, slots: np.ndarray, order: list[int]) -> list[list[int]]:
-        """`_priority_walks` as a Python loop over units (cheaper for a few units)."""
+    def _priority_walks_few(
+        self, slots: np.ndarray, order: list[int], row_units: list[Unit]
+    ) -> list[Iterable[Unit]]:
+        """`_priority_walks` as a Python loop over units (cheaper for a few units); the
+        walks give the units (`row_units`: the unit of each slot)."""
         backfill = self.policy.backfill
         # Per type: per counter, the units' values.
         by_type = self.counters.block[slots].transpose(2, 1, 0).tolist()
-        walks = []
+        walks: list[Iterable[Unit]] = []
         for column in order:
             counters = by_type[column]
             worker_time = self.worker_time[column]
-            entries: list[tuple[float, float, float, int]] = []
+            entries: list[tuple[float, float, float, Unit]] = []
             append = entries.append
             rows = zip(
                 counters[RATES],
@@ -847,9 +851,9 @@ class Mechanism:
                     priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
                 if not backfill and priority <= 0:
                     continue
-                append((priority, deficit, share, row))
+                append((priority, deficit, share, row_units[row]))
             entries.sort(key=_PRIORITY_KEY, reverse=True)
-            walks.append([entry[3] for entry in entries])
+            walks.append(map(_UNIT_OF_ENTRY, entries))
         return walks
 
     def _place(self, order: list[int], chosen: dict[int, list[Unit]]) -> list[Assignment]:
