@@ -193,6 +193,7 @@ class Assignment(NamedTuple):
 # Builds a named tuple without its Python-level __new__ (several per unit per round).
 _new_tuple = tuple.__new__
 _unit_key = attrgetter("key")
+_KEPT_GPUS = attrgetter("kept_gpus")
 
 
 def _kept(assignment: Assignment) -> Assignment:
@@ -987,15 +988,12 @@ class Mechanism:
         """Count last round's units that are still here (lease opportunities) and those that
         run on the same GPUs again (extensions: the assignments `_place` marked as having kept
         their GPUs, which it does exactly when last round's were of the same type and equal)."""
-        active, pairs = self.active, self.pairs
-        opportunities = 0
-        for key in self.previous_round:
-            if key in active or key in pairs:
-                opportunities += 1
-        extensions = 0
-        for assignment in assignments:
-            if assignment.kept_gpus:
-                extensions += 1
+        # Set intersections in C (job ids and pair keys never collide).
+        previous = self.previous_round.keys()
+        opportunities = len(previous & self.active.keys())
+        if self.pairs:
+            opportunities += len(previous & self.pairs.keys())
+        extensions = sum(map(_KEPT_GPUS, assignments))
         self.stats.lease_opportunities += opportunities
         self.stats.lease_extensions += extensions
         self.stats.preemptions += opportunities - extensions
