@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import chain
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -110,15 +109,13 @@ def check_allocation(
         _check_time_per_job(keys, rows, fail)
 
 
-_job_id = attrgetter("job_id")  # mapped in C: this runs at every allocation
-
-
 def _gang_sizes(
     keys: Sequence[UnitKey], problem: PolicyInput, fail: Any
 ) -> tuple[np.ndarray, bool]:
     """GPUs each unit takes, and whether there are pairs; fails on a key that is not an
     active job or a pair of them."""
-    if len(keys) == len(problem.jobs) and list(keys) == list(map(_job_id, problem.jobs)):
+    job_ids = problem.job_ids
+    if len(keys) == len(job_ids) and list(keys) == list(job_ids):
         return problem.scale_factors, False  # the common answer: one row per job, in order
     has_pairs = False
     gang = {job.job_id: job.scale_factor for job in problem.jobs}
@@ -182,6 +179,18 @@ def check_placement(
         )
 
     wanted = {request.key: request.scale_factor for request in requests}
+    if every_request and len(gpus_of) == len(wanted):
+        # The common answer, checked in bulk: the units asked for, each with its number of
+        # GPUs, all of them distinct GPUs of these servers. Otherwise the loop below says why.
+        given = list(chain.from_iterable(gpus_of.values()))
+        distinct = set(given)
+        if (
+            wanted.keys() == gpus_of.keys()
+            and list(map(len, gpus_of.values())) == [wanted[key] for key in gpus_of]
+            and len(distinct) == len(given)
+            and distinct.issubset(chain.from_iterable(servers))
+        ):
+            return
     unknown = [key for key in gpus_of if key not in wanted]
     if unknown:
         raise fail(f"{_unit(unknown[0])} was not asked for")

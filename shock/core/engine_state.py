@@ -47,6 +47,7 @@ def snapshot(
     jobs = []
     for job_id in sorted(mechanism.active):
         state = mechanism.active[job_id]
+        time_so_far, deficit, allocation = state.time_so_far, state.deficit, state.allocation
         jobs.append(
             {
                 "id": job_id,
@@ -58,9 +59,9 @@ def snapshot(
                 # Per worker type: time received since the last reset, time owed, share.
                 "counters": {
                     worker_type: [
-                        state.time_so_far[column],
-                        state.deficit[column],
-                        None if state.allocation is None else state.allocation[column],
+                        time_so_far[column],
+                        deficit[column],
+                        None if allocation is None else allocation[column],
                     ]
                     for column, worker_type in enumerate(types)
                 },
@@ -213,13 +214,13 @@ def restore(
         for worker_type, (time_so_far, deficit, share) in saved["counters"].items():
             if worker_type not in mechanism.worker_types:
                 continue  # that type has no workers now
-            column = mechanism.worker_types.index(worker_type)
-            state.time_so_far[column] = float(time_so_far)
-            state.deficit[column] = float(deficit)
-            if share is not None:
-                if state.allocation is None:
-                    state.allocation = [0.0] * len(mechanism.worker_types)
-                state.allocation[column] = float(share)
+            mechanism.restore_counters(
+                state,
+                mechanism.worker_types.index(worker_type),
+                float(time_so_far),
+                float(deficit),
+                None if share is None else float(share),
+            )
     _restore_rounds_memory(mechanism, document.get("rounds_memory"))
     records = [
         JobRecord(int(job_id), float(arrival), float(done), float(alone), int(scale))

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from itertools import chain
-from operator import itemgetter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -37,9 +36,21 @@ from shock.core.resource_placement import (
 )
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
+from shock.core.unit_counters import (
+    DEFICIT,
+    RATES,
+    SHARES,
+    TIME_SO_FAR,
+    Counters,
+    UnitCounters,
+    UnitRates,
+)
 
 _NO_FRACTION_PRIORITY = 1e9
 _PRIORITY_KEY = itemgetter(0, 1, 2)
+_UNIT_OF_ENTRY = itemgetter(3)
+# Below this many units, Gavel's priorities are cheaper as a Python loop than as arrays.
+_FEW_UNITS = 40
 
 
 def _gavel_entry_order(unit: Unit) -> tuple[int, int, int]:
@@ -79,8 +90,40 @@ class MechanismConfig:
             raise ValueError(f"selection must be one of {', '.join(SELECTION_RULES)}")
 
 
+class _Counted:
+    """A unit's counters per worker type, read from the mechanism's `UnitCounters` (copies;
+    the mechanism changes them)."""
+
+    __slots__ = ()
+    rates: list[float]
+    slot: int
+    counters: UnitCounters | None
+    final_counters: Counters | None
+
+    def _counters(self) -> Counters:
+        if self.counters is None:
+            return self.final_counters or ([], [], None)
+        return self.counters.of(self)
+
+    @property
+    def time_so_far(self) -> list[float]:
+        """Seconds received since the last allocation reset (which restarts it at half a
+        round)."""
+        return self._counters()[0]
+
+    @property
+    def deficit(self) -> list[float]:
+        """Time owed, carried over allocation resets."""
+        return self._counters()[1]
+
+    @property
+    def allocation(self) -> list[float] | None:
+        """The current allocation's shares; None when it does not allocate the unit."""
+        return self._counters()[2]
+
+
 @dataclass(slots=True)
-class JobState:
+class JobState(_Counted):
     """Mutable per-job state of the mechanism; a job is also the unit that runs it alone."""
 
     spec: JobSpec
@@ -92,9 +135,6 @@ class JobState:
     steps_done: float = 0.0
     time_run_s: float = 0.0  # seconds it has held GPUs, over all rounds
     speed: float = 1.0  # see PolicyJob.speed
-    time_so_far: list[float] = field(default_factory=list)
-    deficit: list[float] = field(default_factory=list)
-    allocation: list[float] | None = None
     key: UnitKey = -1
     member_ids: tuple[int, ...] = ()
     members: tuple[JobState, ...] = ()
@@ -103,6 +143,10 @@ class JobState:
     # Rounds a job with no steps left still takes before it leaves (Shockwave's simulator keeps
     # a job that a batch-size change left with none; see ArtifactBatchDynamics); 0: none.
     empty_rounds_left: int = 0
+    # Its row of the mechanism's counters (-1 once it left: then its last counters).
+    slot: int = -1
+    counters: UnitCounters | None = None
+    final_counters: Counters | None = None
 
     @property
     def remaining(self) -> float:
@@ -110,7 +154,7 @@ class JobState:
 
 
 @dataclass(slots=True)
-class PairState:
+class PairState(_Counted):
     """Two jobs sharing one gang of GPUs (space sharing), with its own time counters as in
     Gavel; each member progresses at its co-located throughput from the table."""
 
@@ -119,10 +163,10 @@ class PairState:
     scale_factor: int
     pair_rates: list[tuple[float, float]]  # per column: (first member's, second's) steps/s
     rates: list[float]  # per column: > 0 where both members progress (runnability)
-    time_so_far: list[float]
-    deficit: list[float]
-    allocation: list[float] | None = None
     member_ids: tuple[int, ...] = ()
+    slot: int = -1
+    counters: UnitCounters | None = None
+    final_counters: Counters | None = None
 
 
 Unit = JobState | PairState
@@ -151,6 +195,8 @@ class Assignment(NamedTuple):
 
 # Builds a named tuple without its Python-level __new__ (several per unit per round).
 _new_tuple = tuple.__new__
+_unit_key = attrgetter("key")
+_KEPT_GPUS = attrgetter("kept_gpus")
 
 
 def _kept(assignment: Assignment) -> Assignment:
@@ -222,34 +268,6 @@ _set_cpus = _SLOT_SETTERS["cpus"]
 _set_memory_gb = _SLOT_SETTERS["memory_gb"]
 
 
-class _UnitCounters(NamedTuple):
-    """The selection's view of every unit's per-type counters, as (unit, type) matrices with
-    the types in the round's order (one conversion per round instead of a Python loop over
-    every unit and type)."""
-
-    rates: np.ndarray
-    shares: np.ndarray  # 0 where the unit has no allocation
-    time_so_far: np.ndarray
-    deficit: np.ndarray
-
-    @staticmethod
-    def of(units: Sequence[Unit], types: int, order: list[int]) -> _UnitCounters:
-        none = [0.0] * types
-        # One pass over the units: each gives its four rows in turn.
-        rows = chain.from_iterable(
-            (
-                unit.rates,
-                none if unit.allocation is None else unit.allocation,
-                unit.time_so_far,
-                unit.deficit,
-            )
-            for unit in units
-        )
-        flat = np.fromiter(chain.from_iterable(rows), float, len(units) * 4 * types)
-        block = flat.reshape(len(units), 4, types)[:, :, order]
-        return _UnitCounters(block[:, 0], block[:, 1], block[:, 2], block[:, 3])
-
-
 class Mechanism:
     def __init__(
         self,
@@ -293,7 +311,11 @@ class Mechanism:
         self._type_order = [self.worker_types.index(w) for w in order]
         self._shuffler = random.Random(config.seed + 5)
         self.active: dict[int, JobState] = {}
-        self._by_id: list[JobState] | None = []  # active jobs by id; None: to be sorted again
+        self.counters = UnitCounters(len(self.worker_types))
+        self._stride = self.counters.stride
+        self._credit_index, self._credit_seconds = self.counters.credit_appenders()
+        # Active jobs by id: their slots and ids (None: to be sorted again).
+        self._by_id: tuple[np.ndarray, tuple[int, ...]] | None = None
         self.pairs: dict[tuple[int, int], PairState] = {}
         self.worker_time = [0.0] * len(self.worker_types)
         self.need_allocation = True
@@ -334,7 +356,6 @@ class Mechanism:
         ]
 
     def admit(self, job: JobSpec) -> JobState:
-        n = len(self.worker_types)
         rates = self._rates(job)
         unconsolidated = self._unconsolidated_rates(job, rates)
         half_round = self.config.round_length_s / 2
@@ -345,12 +366,16 @@ class Mechanism:
             total_steps=job.total_steps,
             rates=rates,
             unconsolidated_rates=unconsolidated,
-            time_so_far=[half_round] * n,
-            deficit=[0.0] * n,
             key=job.job_id,
             member_ids=(job.job_id,),
         )
         state.members = (state,)
+        counters = self.counters
+        slot = counters.acquire(
+            state, job.job_id, job.scale_factor, job.priority_weight, rates, half_round, 0.0
+        )
+        state.slot, state.counters = slot, counters
+        state.rates = UnitRates(rates, counters, slot)
         self.active[job.job_id] = state
         self._by_id = None
         self.need_allocation = True
@@ -371,12 +396,15 @@ class Mechanism:
         received = exec_s
         if overhead_s and not self.config.overhead_counts_as_received:
             received = max(exec_s - overhead_s, 0.0)
-        unit.time_so_far[column] += received
+        self._credit_index(unit.slot * self._stride + column)  # `UnitCounters.credit`, inline
+        self._credit_seconds(received)
         self.worker_time[column] += received
         if type(unit) is JobState:  # a job alone: the common case, kept lean
             unit.time_run_s += exec_s
             unit.steps_done += (
-                steps[0]
+                steps
+                if type(steps) is float
+                else steps[0]
                 if type(steps) is tuple
                 else (steps if isinstance(steps, int | float) else steps[0])
             )
@@ -416,11 +444,11 @@ class Mechanism:
         job.policy_view = None
         job.total_steps = total_steps
         job.steps_done = steps_done
-        job.rates = self._rates(job.spec)
+        rates = self._rates(job.spec)
+        self.counters.rates[job.slot] = rates
+        job.rates = UnitRates(rates, self.counters, job.slot)
         job.unconsolidated_rates = self._unconsolidated_rates(job.spec, job.rates)
-        if self.pairs:
-            for key in [k for k in self.pairs if job.job_id in k]:
-                del self.pairs[key]
+        self._drop_pairs_of(job)
         last = self.previous_round.get(job.key)
         if last is not None:
             self.previous_round[job.key] = self._assignment(
@@ -437,11 +465,15 @@ class Mechanism:
 
     def _remove(self, job: JobState) -> None:
         del self.active[job.job_id]
+        self.counters.release(job.slot)
         self._by_id = None
+        self._drop_pairs_of(job)
+        self.need_allocation = True
+
+    def _drop_pairs_of(self, job: JobState) -> None:
         if self.pairs:
             for key in [k for k in self.pairs if job.job_id in k]:
-                del self.pairs[key]
-        self.need_allocation = True
+                self.counters.release(self.pairs.pop(key).slot)
 
     # Allocation.
 
@@ -468,19 +500,27 @@ class Mechanism:
     def install_allocation(self, allocation: Allocation) -> None:
         """Make `allocation` the current one: each job's and allocated pair's shares."""
         self.allocation = allocation
-        rows = {key: row for row, key in enumerate(self.allocation.keys)}
-        # One conversion of the whole matrix: each row is then a fresh list of floats.
-        fractions = np.asarray(self.allocation.fractions).tolist()
-        for job in self.active.values():
-            row = rows.get(job.job_id)
-            job.allocation = None if row is None else fractions[row]
-        for pair in self.pairs.values():
-            pair.allocation = None
-        for key, row in rows.items():
-            if type(key) is tuple:
-                existing = self.pairs.get(key) or self._new_pair(key)
-                if existing is not None:
-                    existing.allocation = fractions[row]
+        counters = self.counters
+        counters.clear_shares()
+        fractions = np.asarray(allocation.fractions, dtype=float)
+        keys = allocation.keys
+        by_id, ids = self._jobs_by_id()
+        if len(keys) == len(ids) and keys == ids:
+            counters.set_shares(by_id, fractions)  # one row per active job, by id
+        else:
+            rows = {key: row for row, key in enumerate(keys)}
+            slots: list[int] = []
+            allocated: list[int] = []
+            for key, row in rows.items():
+                unit: Unit | None
+                if type(key) is tuple:
+                    unit = self.pairs.get(key) or self._new_pair(key)
+                else:
+                    unit = self.active.get(cast(int, key))
+                if unit is not None:
+                    slots.append(unit.slot)
+                    allocated.append(row)
+            counters.set_shares(np.array(slots, dtype=np.intp), fractions[allocated])
         self.need_allocation = False
 
     def remember_assignment(
@@ -503,8 +543,21 @@ class Mechanism:
         """Bring back a pair of a resumed run with its counters (if both jobs are here)."""
         pair = self.pairs.get(key) or self._new_pair(key)
         if pair is not None:
-            pair.time_so_far[:] = [float(v) for v in time_so_far]
-            pair.deficit[:] = [float(v) for v in deficit]
+            self.counters.set_times(
+                pair.slot, [float(v) for v in time_so_far], [float(v) for v in deficit]
+            )
+
+    def restore_counters(
+        self,
+        job: JobState,
+        column: int,
+        time_so_far: float,
+        deficit: float,
+        share: float | None,
+    ) -> None:
+        """Give a job of a resumed run its counters on one worker type (a share makes it
+        allocated, with no share on the types not given one)."""
+        self.counters.set_column(job.slot, column, time_so_far, deficit, share)
 
     def shuffler_state(self) -> tuple[Any, ...]:
         """The random state that orders worker types for heterogeneity-agnostic policies."""
@@ -541,64 +594,66 @@ class Mechanism:
             scale_factor=size,
             pair_rates=pair_rates,
             rates=[min(a, b) for a, b in pair_rates],
-            time_so_far=[credit] * n,
-            deficit=[credit] * n,
             member_ids=key,
         )
+        pair.slot = self.counters.acquire(pair, -1, size, 1.0, pair.rates, credit, credit)
+        pair.counters = self.counters
         if credit:
             for column in range(n):
                 self.worker_time[column] += credit
         self.pairs[key] = pair
         return pair
 
-    def _active_by_id(self) -> list[JobState]:
-        """Active jobs by id (kept between rounds until a job arrives or leaves)."""
-        ordered = self._by_id
-        if ordered is None:
-            active = self.active
-            ordered = self._by_id = [active[j] for j in sorted(active)]
-        return ordered
+    def _jobs_by_id(self) -> tuple[np.ndarray, tuple[int, ...]]:
+        """Active jobs by id: their slots and ids (kept until a job arrives or leaves)."""
+        by_id = self._by_id
+        if by_id is None:
+            slots, ids = self.counters.jobs_by_id()
+            by_id = self._by_id = (slots, tuple(ids.tolist()))
+        return by_id
 
-    def _units(self) -> list[Unit]:
-        singles: list[Unit] = list(self._active_by_id())
+    def _active_by_id(self) -> list[JobState]:
+        """Active jobs by id."""
+        owner = self.counters.owner
+        return [owner[slot] for slot in self._jobs_by_id()[0].tolist()]
+
+    def _unit_slots(self) -> np.ndarray:
+        """The slots of the units a round selects from: active jobs by id, then allocated
+        pairs by key."""
+        singles = self._jobs_by_id()[0]
         if not self.pairs:
             return singles
-        paired = [self.pairs[k] for k in sorted(self.pairs) if self.pairs[k].allocation]
-        return singles + paired
+        allocated = self.counters.allocated
+        paired = [self.pairs[k].slot for k in sorted(self.pairs)]
+        return np.concatenate(
+            [singles, np.array([slot for slot in paired if allocated[slot]], dtype=np.intp)]
+        )
 
     def _reset_time_so_far(self, now: float) -> None:
         """Carry each unit's time owed since the last reset into its deficit (share x elapsed
-        - received), and restart its received time at half a round. A Python loop: faster
-        here than gathering the lists into arrays and back."""
-        elapsed = now - self.last_reset_s
+        - received), and restart its received time at half a round."""
         half_round = self.config.round_length_s / 2
         tracked = len(self.active) + len(self.pairs)
         for column in range(len(self.worker_types)):
             self.worker_time[column] = half_round * tracked
-        units: list[Unit] = [*self.active.values(), *self.pairs.values()]
-        columns = range(len(self.worker_types))
-        for job in units:
-            allocation, deficit, time_so_far = job.allocation, job.deficit, job.time_so_far
-            for column in columns:
-                should = allocation[column] * elapsed if allocation else 0.0
-                received = time_so_far[column] - half_round
-                if should == 0.0 and received == 0.0:
-                    continue  # nothing owed, nothing received: the deficit stays as it is
-                deficit[column] += should - received
-                time_so_far[column] = half_round
+        self.counters.carry_owed(now - self.last_reset_s, half_round)
         self.last_reset_s = now
 
     def _policy_input(self, now: float) -> PolicyInput:
-        jobs = self._active_by_id()
-        throughputs = np.fromiter(
-            chain.from_iterable(j.rates for j in jobs), float, len(jobs) * len(self.capacity)
-        )
-        return PolicyInput(
+        slots, ids = self._jobs_by_id()
+        counters = self.counters
+        # The jobs' views are built only if the policy reads them (most need the arrays).
+        owner = cast(list[JobState], counters.owner)
+        return PolicyInput.of_job_columns(
+            # The views of the jobs of this allocation (read during it).
+            lambda: tuple(_policy_view(owner[slot]) for slot in slots.tolist()),
+            ids,
+            counters.gpus[slots],
+            counters.weight[slots],
             now=now,
-            jobs=tuple(map(_policy_view, jobs)),
             worker_types=self.worker_types,
             capacity=self.capacity,
-            throughputs=throughputs.reshape(len(jobs), len(self.capacity)),
+            throughputs=counters.rates[slots],
             table=self.table,
             prices=self.prices,
             round_length_s=self.config.round_length_s,
@@ -629,20 +684,25 @@ class Mechanism:
         reset (plus carried deficit); pairs with no allocation come last (backfill)."""
         half_round = self.config.round_length_s / 2
         elapsed = now - self.last_reset_s
-        units = self._units()
-        counters = _UnitCounters.of(units, len(self.worker_types), order)
+        slots = self._unit_slots()
+        counters = self.counters
+        counters.flush()
+
+        # The units' counters, (unit, counter, type) with the types in the round's order.
+        block = counters.block[slots][:, :, order]
         # The (unit, type) entries, unit by unit and in type order within a unit: those with
         # a throughput and (unless the policy backfills) a share.
-        runnable = counters.rates > 0
+        all_shares = block[:, SHARES]
+        runnable = block[:, RATES] > 0
         if not self.policy.backfill:
-            runnable &= counters.shares > 0
+            runnable &= all_shares > 0
         entry = np.flatnonzero(runnable)
-        shares = counters.shares.ravel()[entry]
+        shares = all_shares.ravel()[entry]
         # Gavel's arithmetic, element by element: deficit + share x elapsed - received.
         owed = (
-            counters.deficit.ravel()[entry]
+            block[:, DEFICIT].ravel()[entry]
             + shares * elapsed
-            - (counters.time_so_far.ravel()[entry] - half_round)
+            - (block[:, TIME_SO_FAR].ravel()[entry] - half_round)
         )
         # A stable sort, ascending on the negated keys: the order of Python's stable sort with
         # reverse=True on (allocated, owed, share), ties in entry order (arrival order,
@@ -653,12 +713,13 @@ class Mechanism:
         left = [self._gpus_of_column[column] for column in order]
         free = sum(left)
         picked: list[list[Unit]] = [[] for _ in order]
-        sizes = [unit.scale_factor for unit in units]
+        sizes, units = counters.size, cast(list[Unit], counters.owner)
+        walk_slots, walk_types = slots[walk // width].tolist(), (walk % width).tolist()
         if self.pairs:
             selected: set[int] = set()
-            for row, index in zip((walk // width).tolist(), (walk % width).tolist(), strict=True):
-                unit = units[row]
-                size = sizes[row]
+            for slot, index in zip(walk_slots, walk_types, strict=True):
+                unit = units[slot]
+                size = sizes[slot]
                 if size > left[index] or not selected.isdisjoint(unit.member_ids):
                     continue
                 left[index] -= size
@@ -670,13 +731,13 @@ class Mechanism:
         else:
             # Jobs alone: a job is taken at most once, whichever of its entries comes first.
             taken = [False] * len(units)
-            for row, index in zip((walk // width).tolist(), (walk % width).tolist(), strict=True):
-                size = sizes[row]
-                if size > left[index] or taken[row]:
+            for slot, index in zip(walk_slots, walk_types, strict=True):
+                size = sizes[slot]
+                if size > left[index] or taken[slot]:
                     continue
                 left[index] -= size
-                taken[row] = True
-                picked[index].append(units[row])
+                taken[slot] = True
+                picked[index].append(units[slot])
                 free -= size
                 if free == 0:
                     break  # every GPU is taken (gangs have at least one GPU)
@@ -713,40 +774,32 @@ class Mechanism:
         """Gavel's greedy walk over each worker type's units by (priority, deficit,
         allocation), ties in the order Gavel's priority table has them: each job on arrival,
         followed by its pairs with the jobs that arrived before it."""
-        backfill = self.policy.backfill
-        units = self._units()
+        counters = self.counters
+        units = cast(list[Unit], counters.owner)
+        slots = self._unit_slots()
         if self.pairs:
-            units.sort(key=_gavel_entry_order)
+            ordered = sorted(slots.tolist(), key=lambda slot: _gavel_entry_order(units[slot]))
+            slots = np.array(ordered, dtype=np.intp)
+        counters.flush()
+        row_units = [units[slot] for slot in slots.tolist()]
+        walks: list[Iterable[Unit]]
+        if len(row_units) < _FEW_UNITS:
+            walks = self._priority_walks_few(slots, order, row_units)
+        else:
+            walks = [
+                map(row_units.__getitem__, rows) for rows in self._priority_walks(slots, order)
+            ]
         chosen: dict[int, list[Unit]] = {}
         selected: set[int] = set()
-        for column in order:
-            worker_time = self.worker_time[column]
-            entries: list[tuple[float, float, float, Unit]] = []
-            append = entries.append
-            for unit in units:
-                allocation = unit.allocation
-                share = allocation[column] if allocation is not None else 0.0
-                if share <= 0 or unit.rates[column] <= 0:
-                    append((0.0, unit.deficit[column], share, unit))
-                    continue
-                # Gavel's arithmetic, in its order: allocation / (received / worker time).
-                fraction = unit.time_so_far[column] / worker_time if worker_time > 0 else 0.0
-                priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
-                append((priority, unit.deficit[column], share, unit))
-            entries.sort(key=_PRIORITY_KEY, reverse=True)
+        for column, walk in zip(order, walks, strict=True):
             left = self._gpus_of_column[column]
             picked: list[Unit] = []
-            for priority, _, _, unit in entries:
+            for unit in walk:
                 size = unit.scale_factor
                 if size > left:
                     continue
                 ids = unit.member_ids
-                if (
-                    ids[0] in selected
-                    or (len(ids) > 1 and ids[1] in selected)
-                    or unit.rates[column] <= 0
-                    or (not backfill and priority <= 0)
-                ):
+                if ids[0] in selected or (len(ids) > 1 and ids[1] in selected):
                     continue
                 left -= size
                 selected.update(ids)
@@ -756,10 +809,74 @@ class Mechanism:
             chosen[column] = picked
         return chosen
 
+    def _priority_walks(self, slots: np.ndarray, order: list[int]) -> list[list[int]]:
+        """For each type of `order`, the rows of `slots` by Gavel's priority (highest first),
+        less those the walk skips whatever is left: no throughput (no priority, without
+        backfill). The arithmetic for every type at once, as arrays."""
+        # (counter, type, unit).
+        block = self.counters.block[slots].transpose(1, 2, 0)
+        rates, shares = block[RATES], block[SHARES]
+        time_so_far, deficit = block[TIME_SO_FAR], block[DEFICIT]
+        worker_time = np.array(self.worker_time)[:, None]
+        # Python's conditions, negated as written (NaN-safe): a share and a throughput.
+        unrated = rates <= 0
+        prioritised = ~(shares <= 0) & ~unrated
+        # Gavel's arithmetic, in its order: allocation / (received / worker time).
+        fraction = np.divide(
+            time_so_far, worker_time, out=np.zeros_like(time_so_far), where=worker_time > 0
+        )
+        priority = np.divide(
+            shares, fraction, out=shares * _NO_FRACTION_PRIORITY, where=fraction > 0
+        )
+        priority[~prioritised] = 0.0
+        # Python's stable sort with reverse=True on (priority, deficit, share), per type: a
+        # stable ascending sort on the negated keys, ties in unit order.
+        sequences = np.lexsort((-shares, -deficit, -priority), axis=-1)
+        eligible = ~unrated if self.policy.backfill else ~unrated & ~(priority <= 0)
+        return [sequences[column][eligible[column][sequences[column]]].tolist() for column in order]
+
+    def _priority_walks_few(
+        self, slots: np.ndarray, order: list[int], row_units: list[Unit]
+    ) -> list[Iterable[Unit]]:
+        """`_priority_walks` as a Python loop over units (cheaper for a few units); the
+        walks give the units (`row_units`: the unit of each slot)."""
+        backfill = self.policy.backfill
+        # Per type: per counter, the units' values.
+        by_type = self.counters.block[slots].transpose(2, 1, 0).tolist()
+        walks: list[Iterable[Unit]] = []
+        for column in order:
+            counters = by_type[column]
+            worker_time = self.worker_time[column]
+            entries: list[tuple[float, float, float, Unit]] = []
+            append = entries.append
+            rows = zip(
+                counters[RATES],
+                counters[SHARES],
+                counters[TIME_SO_FAR],
+                counters[DEFICIT],
+                strict=True,
+            )
+            for row, (rate, share, received, deficit) in enumerate(rows):
+                if rate <= 0:
+                    continue  # never taken on this type
+                if share <= 0:  # (0 where the unit has no allocation)
+                    priority = 0.0
+                else:
+                    # Gavel's arithmetic, in its order: allocation / (received / worker time).
+                    fraction = received / worker_time if worker_time > 0 else 0.0
+                    priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
+                if not backfill and priority <= 0:
+                    continue
+                append((priority, deficit, share, row_units[row]))
+            entries.sort(key=_PRIORITY_KEY, reverse=True)
+            walks.append(map(_UNIT_OF_ENTRY, entries))
+        return walks
+
     def _place(self, order: list[int], chosen: dict[int, list[Unit]]) -> list[Assignment]:
         assignments: list[Assignment] = []
-        previous = self.previous_round
+        previous_get = self.previous_round.get
         hold = self.config.hold_unallocated_jobs
+        allocated: list[bool] | None = None
         extends_leases = getattr(self.placement, "extends_leases", False)
         sensitive = self.config.placement_sensitive
         if self.resource_aware:
@@ -767,40 +884,38 @@ class Mechanism:
         for column in order:
             runnable = chosen[column]
             if hold:
-                runnable = [unit for unit in runnable if unit.allocation is not None]
+                if allocated is None:
+                    allocated = self.counters.allocated.tolist()
+                runnable = [unit for unit in runnable if allocated[unit.slot]]
             if not runnable:
                 continue
             if self.resource_aware:
                 assignments.extend(self._place_with_resources(column, runnable))
                 continue
-            stayed: dict[UnitKey, Assignment] = {}
-            for unit in runnable:
-                last = previous.get(unit.key)
-                if last is not None and last.column == column:
-                    stayed[unit.key] = last
-            if extends_leases and len(stayed) == len(runnable):
+            # Each unit's assignment of last round if it ran on this type (None otherwise).
+            lasts = [
+                last if last is not None and last.column == column else None
+                for last in map(previous_get, map(_unit_key, runnable))
+            ]
+            if extends_leases and all(lasts):  # (an assignment is a non-empty tuple)
                 # Everyone stays where they were; placement would agree. Reuse the assignments
                 # (immutable), marked as having kept their GPUs.
-                for unit in runnable:
-                    last = stayed[unit.key]
-                    assignments.append(last if last.kept_gpus else _kept(last))
+                for stayed in cast(list[Assignment], lasts):
+                    assignments.append(stayed if stayed.kept_gpus else _kept(stayed))
                 continue
             requests = [
                 _new_tuple(
                     PlacementRequest,
                     (unit.key, unit.scale_factor, None if last is None else last.gpus),
                 )
-                for unit in runnable
-                for last in (stayed.get(unit.key),)
+                for unit, last in zip(runnable, lasts, strict=True)
             ]
             gpus_of = self.placement.place(self.servers_by_column[column], requests)
             check_placement(self.placement, self.servers_by_column[column], requests, gpus_of)
             worker_type = self.worker_types[column]
             append = assignments.append
-            for unit in runnable:
-                key = unit.key
-                gpus = gpus_of[key]
-                last = stayed.get(key)
+            for unit, last in zip(runnable, lasts, strict=True):
+                gpus = gpus_of[unit.key]
                 kept = last is not None and last.gpus == gpus
                 if type(unit) is JobState and (len(gpus) == 1 or not sensitive):
                     rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`, inline
@@ -888,15 +1003,12 @@ class Mechanism:
         """Count last round's units that are still here (lease opportunities) and those that
         run on the same GPUs again (extensions: the assignments `_place` marked as having kept
         their GPUs, which it does exactly when last round's were of the same type and equal)."""
-        active, pairs = self.active, self.pairs
-        opportunities = 0
-        for key in self.previous_round:
-            if key in active or key in pairs:
-                opportunities += 1
-        extensions = 0
-        for assignment in assignments:
-            if assignment.kept_gpus:
-                extensions += 1
+        # Set intersections in C (job ids and pair keys never collide).
+        previous = self.previous_round.keys()
+        opportunities = len(previous & self.active.keys())
+        if self.pairs:
+            opportunities += len(previous & self.pairs.keys())
+        extensions = sum(map(_KEPT_GPUS, assignments))
         self.stats.lease_opportunities += opportunities
         self.stats.lease_extensions += extensions
         self.stats.preemptions += opportunities - extensions

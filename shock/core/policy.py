@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -55,12 +55,14 @@ class PolicyJob:
     memory_gb: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PolicyInput:
     """The state a policy decides on.
 
     `throughputs[i, w]` is job i's isolated steps/s on worker type w at its scale factor;
-    `capacity[w]` the number of GPUs of worker type w.
+    `capacity[w]` the number of GPUs of worker type w. `job_ids`, `scale_factors` and
+    `priority_weights` give the jobs' columns as arrays (a policy that needs no more of
+    the jobs can skip `jobs`, which the mechanism then builds only when it is read).
     """
 
     now: float
@@ -77,12 +79,52 @@ class PolicyInput:
     # here weigh 1.
     entity_weights: Mapping[str, float] | None = None
 
+    @classmethod
+    def of_job_columns(
+        cls,
+        jobs: Callable[[], tuple[PolicyJob, ...]],
+        job_ids: tuple[int, ...],
+        scale_factors: np.ndarray,
+        priority_weights: np.ndarray,
+        **fields: Any,
+    ) -> PolicyInput:
+        """An input whose `jobs` tuple `jobs()` builds when it is first read (the other
+        fields as keywords); `job_ids`, `scale_factors` and `priority_weights` must be what
+        the jobs give."""
+        problem = object.__new__(cls)
+        for name in _FIELDS:
+            if name != "jobs":
+                object.__setattr__(problem, name, fields.pop(name, _FIELD_DEFAULTS.get(name)))
+        if fields:
+            raise TypeError(f"PolicyInput has no field(s) {', '.join(fields)}")
+        state = problem.__dict__
+        state["_build_jobs"] = jobs
+        state["_job_ids"] = job_ids
+        state["_scale_factors"] = scale_factors
+        state["_priority_weights"] = priority_weights
+        return problem
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Copies and pickles hold the jobs themselves.
+        return {name: getattr(self, name) for name in _FIELDS}
+
+    @property
+    def job_ids(self) -> tuple[int, ...]:
+        ids = self.__dict__.get("_job_ids")
+        return ids if ids is not None else tuple(j.job_id for j in self.jobs)
+
     @property
     def scale_factors(self) -> np.ndarray:
+        known = self.__dict__.get("_scale_factors")
+        if known is not None:
+            return known.copy()
         return np.fromiter((j.scale_factor for j in self.jobs), float, len(self.jobs))
 
     @property
     def priority_weights(self) -> np.ndarray:
+        known = self.__dict__.get("_priority_weights")
+        if known is not None:
+            return known.copy()
         return np.fromiter((j.priority_weight for j in self.jobs), float, len(self.jobs))
 
     @property
@@ -92,6 +134,24 @@ class PolicyInput:
     @property
     def times_since_arrival(self) -> np.ndarray:
         return np.fromiter((self.now - j.arrival_time for j in self.jobs), float, len(self.jobs))
+
+
+class _JobsBuiltWhenRead:
+    """`PolicyInput.jobs` of an input made by `of_job_columns`: built at the first read and
+    kept (a non-data descriptor: an input given its jobs holds them in its own dict)."""
+
+    def __get__(self, problem: PolicyInput | None, owner: type | None = None) -> Any:
+        if problem is None:
+            raise AttributeError("jobs")
+        jobs = problem.__dict__["_build_jobs"]()
+        object.__setattr__(problem, "jobs", jobs)
+        return jobs
+
+
+# Set after @dataclass, so that `jobs` stays a field without a default.
+setattr(PolicyInput, "jobs", _JobsBuiltWhenRead())  # noqa: B010
+_FIELDS = tuple(f.name for f in fields(PolicyInput))
+_FIELD_DEFAULTS = {f.name: f.default for f in fields(PolicyInput) if f.default is not MISSING}
 
 
 @dataclass(frozen=True, slots=True)

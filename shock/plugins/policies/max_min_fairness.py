@@ -54,7 +54,7 @@ class MaxMinFairness(Policy):
         )
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
-        keys = tuple(job.job_id for job in problem.jobs)
+        keys = problem.job_ids
         if not keys:
             return Allocation.empty(problem.worker_types)
         scale_factors = problem.scale_factors
