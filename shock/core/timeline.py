@@ -14,10 +14,12 @@ speed: plain lists, no per-unit objects.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, NamedTuple, overload
+
+import numpy as np
 
 from shock.core.model import batch_size_of
 
@@ -29,10 +31,15 @@ if TYPE_CHECKING:
 # Decimals kept for times and durations: milliseconds, so a 5,600-job document stays small.
 TIME_DECIMALS = 3
 
-# A segment while it is recorded: [start, end, worker-type column, GPUs, last round's index].
-_Segment = list[float]
-# Stands for "no segment yet": its last round (-2) never precedes a recorded round.
-_NO_SEGMENT: _Segment = [0.0, 0.0, -1, 0, -2]
+# Fields of the round's assignments and progress, read by C-level getters (see round_ran).
+_UNIT = itemgetter(0)
+_COLUMN = itemgetter(1)
+_GPUS = itemgetter(3)
+_EXEC_S = itemgetter(2)
+_STOPPED = itemgetter(1)
+_FIRST = itemgetter(0)
+_MEMBERS = attrgetter("members")
+_JOB_ID = attrgetter("job_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,14 +63,15 @@ class Segment(NamedTuple):
 
 
 class PackedSegments(Sequence[Segment]):
-    """A job's segments, packed: (start, end) in one array of doubles and (worker-type index,
-    GPUs) in one of shorts, 20 bytes a segment. A long run has millions of segments, which as
-    Python objects would cost over 100 bytes each and slow every garbage collection."""
+    """A job's segments, packed: (start, end) as doubles and (worker-type index, GPUs) as
+    shorts, 20 bytes a segment, in views of the run's segment columns. A long run has millions
+    of segments, which as Python objects would cost over 100 bytes each and slow every garbage
+    collection."""
 
     __slots__ = ("_places", "_times", "_worker_types")
 
     def __init__(
-        self, times: array[float], places: array[int], worker_types: Sequence[str]
+        self, times: Sequence[float], places: Sequence[int], worker_types: Sequence[str]
     ) -> None:
         self._times = times  # start, end, start, end, ...
         self._places = places  # worker-type index, GPUs, ...
@@ -158,22 +166,82 @@ class Timeline:
 
 
 class _JobTrack:
-    """A job's timeline while it is recorded."""
+    """A job's kind and batch sizes while it is recorded (its segments are kept columnar)."""
 
-    __slots__ = ("batch_sizes", "job_type", "places", "scale_factor", "times")
+    __slots__ = ("batch_sizes", "job_type", "scale_factor")
 
     def __init__(self, job_type: str, scale_factor: int, arrival_s: float) -> None:
         self.job_type = job_type
         self.scale_factor = scale_factor
-        # Closed segments, packed as PackedSegments keeps them.
-        self.times = array("d")
-        self.places = array("H")
         size = batch_size_of(job_type)
         self.batch_sizes: list[tuple[float, int]] = [] if size is None else [(arrival_s, size)]
 
     @classmethod
     def of(cls, job: JobSpec) -> _JobTrack:
         return cls(job.job_type, job.scale_factor, job.arrival_time)
+
+
+# Stands for "no open segment": never the round before a recorded one.
+_NO_ROUND = -2
+# Rounds of closed segments gathered into one block: fewer, larger arrays.
+_BLOCK_ROUNDS = 256
+
+
+class _OpenSegments:
+    """Each job's last segment, one array per field indexed by the job's dense index: a
+    round updates all of its jobs at once. The segment starts at its first round's start."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.first = np.zeros(0, dtype=np.int32)  # round the segment started in
+        self.end = np.zeros(0, dtype=np.float64)
+        self.column = np.zeros(0, dtype=np.uint16)
+        self.gpus = np.zeros(0, dtype=np.uint16)
+        self.last = np.zeros(0, dtype=np.int32)  # round it last ran in (_NO_ROUND: none)
+
+    def make_room(self, jobs: int) -> None:
+        if jobs <= self.size:
+            return
+        size = max(jobs, 2 * self.size, 1024)
+        for name, fill in (("first", 0), ("end", 0.0), ("column", 0), ("gpus", 0),
+                           ("last", _NO_ROUND)):  # fmt: skip
+            old = getattr(self, name)
+            grown = np.full(size, fill, dtype=old.dtype)
+            grown[: self.size] = old
+            setattr(self, name, grown)
+        self.size = size
+
+
+class _ClosedSegments:
+    """Segments a job left (it ran elsewhere, or paused), in the order they closed, as
+    columns: job index, first round, end, column, GPUs (20 bytes a segment)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[np.ndarray, ...]] = []
+        self.recent: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, columns: tuple[np.ndarray, ...]) -> None:
+        self.recent.append(columns)
+        if len(self.recent) >= _BLOCK_ROUNDS:
+            self.blocks.append(_concatenated(self.recent))
+            self.recent = []
+
+    def all(self) -> tuple[np.ndarray, ...]:
+        if self.recent:
+            self.blocks.append(_concatenated(self.recent))
+            self.recent = []
+        if len(self.blocks) > 1:
+            self.blocks = [_concatenated(self.blocks)]
+        if self.blocks:
+            return self.blocks[0]
+        return (
+            np.zeros(0, np.intp), np.zeros(0, np.int32), np.zeros(0, np.float64),
+            np.zeros(0, np.uint16), np.zeros(0, np.uint16),
+        )  # fmt: skip
+
+
+def _concatenated(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
 
 class TimelineRecorder:
@@ -186,6 +254,8 @@ class TimelineRecorder:
         self._columns: dict[str, int] = {}
         self.cluster_changed(cluster)
         self._jobs: dict[int, _JobTrack] = {}
+        # Job id -> its index in the segment columns (in the order jobs were first seen).
+        self._index: dict[int, int] = {}
         self._time_s: list[float] = []
         self._busy: list[tuple[int, ...]] = []
         self._queued: list[int] = []
@@ -193,8 +263,8 @@ class TimelineRecorder:
         self._solve_s: list[float] = []
         self._solver_total_s = 0.0
         self._pending: tuple[float, int, float] | None = None
-        # Each job's last segment: [start, end, column, GPUs, index of its last round].
-        self._open: dict[int, _Segment] = {}
+        self._open = _OpenSegments()
+        self._closed = _ClosedSegments()
 
     def cluster_changed(self, cluster: Cluster) -> None:
         """Worker types the cluster gained get a column; capacity is the most seen."""
@@ -210,6 +280,7 @@ class TimelineRecorder:
 
     def job_admitted(self, job: JobSpec) -> None:
         self._jobs[job.job_id] = _JobTrack.of(job)
+        self._index.setdefault(job.job_id, len(self._index))
 
     def round_planned(self, start_s: float, active_jobs: int, solver_total_s: float) -> None:
         """A round was planned at `start_s` with `active_jobs` admitted and unfinished;
@@ -224,80 +295,109 @@ class TimelineRecorder:
         worker_types: Sequence[str],
     ) -> None:
         """The planned round ran: its samples and each job's segment. `worker_types` are
-        the mechanism's columns (the assignments' `column` indexes them)."""
+        the mechanism's columns (the assignments' `column` indexes them).
+
+        Thousands of units run in a round: their fields are gathered by C-level `map`s
+        into arrays and every job's segment is extended or replaced in array operations."""
         pending = self._pending
         if pending is None:
             return
         self._pending = None
         start, active, solve = pending
         index = len(self._time_s)
-        previous = index - 1
+        count = len(planned)
+        if len(progress) != count:
+            raise ValueError(f"{count} units planned, progress reported for {len(progress)}")
         columns = self._columns
         # The mechanism's column -> the timeline's (they differ only after a resize).
-        to_column = [columns[w] for w in worker_types]
-        busy = [0] * len(self.worker_types)
-        running = 0
-        open_segments = self._open
-        for assignment, unit_progress in zip(planned, progress, strict=True):
-            # Unpacked at once: cheaper than named-tuple attributes on this hot path.
-            unit, column, _, gpu_ids, _, _, _ = assignment
-            _, stopped, exec_s = unit_progress
-            gpus = len(gpu_ids)
-            column = to_column[column]
-            busy[column] += gpus
-            held_until = start + exec_s
-            members = unit.members
-            if len(members) == 1:  # the common case, kept lean
-                job = members[0]
-                running += 1
-                # A job that finished early stops holding its GPUs then.
-                end = stopped[0]
-                if end > held_until or end < start:
-                    end = held_until
-                segment = open_segments.get(job.job_id, _NO_SEGMENT)
-                if (
-                    segment[4] == previous
-                    and segment[2] == column
-                    and segment[3] == gpus
-                ):
-                    segment[1] = end
-                    segment[4] = index
-                else:
-                    self._open_segment(job, start, end, column, gpus, index)
-                continue
-            running += len(members)
-            for position, member in enumerate(members):
-                end = stopped[position]
-                if end > held_until or end < start:
-                    end = held_until
-                segment = open_segments.get(member.job_id, _NO_SEGMENT)
-                if (
-                    segment[4] == previous
-                    and segment[2] == column
-                    and segment[3] == gpus
-                ):
-                    segment[1] = end
-                    segment[4] = index
-                else:
-                    self._open_segment(member, start, end, column, gpus, index)
+        to_column = np.array([columns[w] for w in worker_types], dtype=np.intp)
+        units = list(map(_UNIT, planned))
+        unit_columns = to_column[np.fromiter(map(_COLUMN, planned), np.intp, count)]
+        unit_gpus = np.fromiter(map(len, map(_GPUS, planned)), np.intp, count)
+        busy = np.bincount(unit_columns, weights=unit_gpus, minlength=len(self.worker_types))
+        # A job that finished early stops holding its GPUs then.
+        held = start + np.fromiter(map(_EXEC_S, progress), np.float64, count)
+        members = list(map(_MEMBERS, units))
+        running = sum(map(len, members))
+        if running == count:  # every unit a job alone: the common case, kept lean
+            jobs: list[JobState] = units
+            stopped = np.fromiter(map(_FIRST, map(_STOPPED, progress)), np.float64, count)
+            job_columns, job_gpus = unit_columns, unit_gpus
+        else:
+            sizes = np.fromiter(map(len, members), np.intp, count)
+            jobs = [job for unit_members in members for job in unit_members]
+            stopped = np.array(
+                [
+                    s
+                    for unit_members, unit_progress in zip(members, progress, strict=True)
+                    for s in unit_progress.stopped_s[: len(unit_members)]
+                ],
+                dtype=np.float64,
+            )
+            job_columns = np.repeat(unit_columns, sizes)
+            job_gpus = np.repeat(unit_gpus, sizes)
+            held = np.repeat(held, sizes)
+        end = np.where((stopped > held) | (stopped < start), held, stopped)
+        self._extend_segments(self._positions(jobs), index, end, job_columns, job_gpus)
         self._time_s.append(start)
-        self._busy.append(tuple(busy))
+        self._busy.append(tuple(int(gpus) for gpus in busy))
         self._queued.append(active - running)
         self._running.append(running)
         self._solve_s.append(solve)
 
-    def _open_segment(
-        self, job: JobState, start: float, end: float, column: int, gpus: int, index: int
+    def _positions(self, jobs: list[JobState]) -> np.ndarray:
+        """The jobs' indexes in the segment columns; a job not admitted here (it was, before
+        a restore) is recorded from now on."""
+        index_of = self._index
+        try:
+            return np.fromiter(map(index_of.__getitem__, map(_JOB_ID, jobs)), np.intp, len(jobs))
+        except KeyError:
+            for job in jobs:
+                if job.job_id not in index_of:
+                    index_of[job.job_id] = len(index_of)
+                    if job.job_id not in self._jobs:
+                        self._jobs[job.job_id] = _JobTrack.of(job.spec)
+            return np.fromiter(map(index_of.__getitem__, map(_JOB_ID, jobs)), np.intp, len(jobs))
+
+    def _extend_segments(
+        self,
+        positions: np.ndarray,
+        index: int,
+        end: np.ndarray,
+        columns: np.ndarray,
+        gpus: np.ndarray,
     ) -> None:
-        """The job runs somewhere new (or after a pause): a new segment, kept open while it
-        runs in the following rounds on the same worker type and GPU count."""
-        track = self._jobs.get(job.job_id)
-        if track is None:  # admitted before a restore: recorded from here on
-            track = self._jobs[job.job_id] = _JobTrack.of(job.spec)
-        last = self._open.get(job.job_id)
-        if last is not None:
-            _close(track, last)
-        self._open[job.job_id] = [start, end, column, gpus, index]
+        """A job that ran the round before on the same worker type and GPU count extends
+        its segment to `end`; any other closes its segment (if it had one) and opens one."""
+        segments = self._open
+        segments.make_room(len(self._index))
+        last = segments.last[positions]
+        same = (
+            (last == index - 1)
+            & (segments.column[positions] == columns)
+            & (segments.gpus[positions] == gpus)
+        )
+        kept = positions[same]
+        segments.end[kept] = end[same]
+        segments.last[kept] = index
+        moved = ~same
+        fresh = positions[moved]
+        closing = fresh[last[moved] != _NO_ROUND]
+        if len(closing):
+            self._closed.add(
+                (
+                    closing.astype(np.int32),
+                    segments.first[closing],
+                    segments.end[closing],
+                    segments.column[closing],
+                    segments.gpus[closing],
+                )
+            )
+        segments.first[fresh] = index
+        segments.end[fresh] = end[moved]
+        segments.column[fresh] = columns[moved]
+        segments.gpus[fresh] = gpus[moved]
+        segments.last[fresh] = index
 
     def batch_sizes_seen(
         self,
@@ -317,18 +417,6 @@ class TimelineRecorder:
             if track is not None:
                 _note_batch_size(track, time_s, change.job_type)
 
-    def _segments_of(
-        self, job_id: int, track: _JobTrack, worker_types: tuple[str, ...]
-    ) -> PackedSegments:
-        """The job's closed segments and its open one (copies: recording goes on)."""
-        times, places = array("d", track.times), array("H", track.places)
-        last = self._open.get(job_id)
-        if last is not None:
-            start, end, column, gpus, _ = last
-            times.extend((start, end))
-            places.extend((int(column), int(gpus)))
-        return PackedSegments(times, places, worker_types)
-
     def timeline(self) -> Timeline:
         worker_types = tuple(self.worker_types)
         width = len(worker_types)
@@ -340,23 +428,49 @@ class TimelineRecorder:
             running=tuple(self._running),
             solve_s=tuple(self._solve_s),
         )
-        jobs = tuple(
-            JobTimeline(
-                job_id,
-                track.job_type,
-                track.scale_factor,
-                self._segments_of(job_id, track, worker_types),
-                tuple(track.batch_sizes),
+        times, places, bounds = self._segment_columns()
+        index_of = self._index
+        jobs = []
+        for job_id, track in sorted(self._jobs.items()):
+            position = index_of[job_id]
+            first, last = 2 * int(bounds[position]), 2 * int(bounds[position + 1])
+            segments = PackedSegments(times[first:last], places[first:last], worker_types)
+            jobs.append(
+                JobTimeline(
+                    job_id,
+                    track.job_type,
+                    track.scale_factor,
+                    segments,
+                    tuple(track.batch_sizes),
+                )
             )
-            for job_id, track in sorted(self._jobs.items())
-        )
-        return Timeline(worker_types, tuple(self.capacity), rounds, jobs)
+        return Timeline(worker_types, tuple(self.capacity), rounds, tuple(jobs))
 
-
-def _close(track: _JobTrack, segment: _Segment) -> None:
-    start, end, column, gpus, _ = segment
-    track.times.extend((start, end))
-    track.places.extend((int(column), int(gpus)))
+    def _segment_columns(self) -> tuple[memoryview, memoryview, np.ndarray]:
+        """Every job's segments, closed then open, grouped by job index in the order they
+        started: (start, end) pairs, (column, GPUs) pairs, and where each job's begin
+        (copies: recording goes on)."""
+        closed_jobs, closed_first, closed_end, closed_column, closed_gpus = self._closed.all()
+        segments = self._open
+        jobs = len(self._index)
+        segments.make_room(jobs)
+        still_open = np.flatnonzero(segments.last[:jobs] != _NO_ROUND)
+        job = np.concatenate((closed_jobs, still_open))
+        # Stable: a job's segments closed in the order they started, its open one last.
+        order = np.argsort(job, kind="stable")
+        job = job[order]
+        bounds = np.searchsorted(job, np.arange(jobs + 1))
+        del job
+        round_starts = np.array(self._time_s, dtype=np.float64)
+        times = np.empty((len(order), 2), dtype=np.float64)
+        times[:, 0] = round_starts[
+            np.concatenate((closed_first, segments.first[still_open]))[order]
+        ]
+        times[:, 1] = np.concatenate((closed_end, segments.end[still_open]))[order]
+        places = np.empty((len(order), 2), dtype=np.uint16)
+        places[:, 0] = np.concatenate((closed_column, segments.column[still_open]))[order]
+        places[:, 1] = np.concatenate((closed_gpus, segments.gpus[still_open]))[order]
+        return times.reshape(-1).data, places.reshape(-1).data, bounds
 
 
 def _note_batch_size(track: _JobTrack, time_s: float, job_type: str) -> None:
