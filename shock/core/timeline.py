@@ -62,23 +62,33 @@ class Segment(NamedTuple):
     gpus: int
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentColumns:
+    """Every job's segments in a run, as columns (views of arrays: 20 bytes a segment).
+    A long run has millions of segments, which as Python objects would cost over 100 bytes
+    each and slow every garbage collection."""
+
+    order: Sequence[int]  # segment indexes, grouped by job, each job's in time order
+    first_round: Sequence[int]  # round a segment starts in (it starts at the round's start)
+    end_s: Sequence[float]
+    column: Sequence[int]  # worker-type index
+    gpus: Sequence[int]
+    round_starts: Sequence[float]
+    worker_types: Sequence[str]
+
+
 class PackedSegments(Sequence[Segment]):
-    """A job's segments, packed: (start, end) as doubles and (worker-type index, GPUs) as
-    shorts, 20 bytes a segment, in views of the run's segment columns. A long run has millions
-    of segments, which as Python objects would cost over 100 bytes each and slow every garbage
-    collection."""
+    """A job's segments: a stretch of the run's `SegmentColumns` order."""
 
-    __slots__ = ("_places", "_times", "_worker_types")
+    __slots__ = ("_begin", "_columns", "_length")
 
-    def __init__(
-        self, times: Sequence[float], places: Sequence[int], worker_types: Sequence[str]
-    ) -> None:
-        self._times = times  # start, end, start, end, ...
-        self._places = places  # worker-type index, GPUs, ...
-        self._worker_types = worker_types
+    def __init__(self, columns: SegmentColumns, begin: int, end: int) -> None:
+        self._columns = columns
+        self._begin = begin
+        self._length = end - begin
 
     def __len__(self) -> int:
-        return len(self._places) // 2
+        return self._length
 
     @overload
     def __getitem__(self, index: int) -> Segment: ...
@@ -91,18 +101,23 @@ class PackedSegments(Sequence[Segment]):
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError("segment index out of range")
-        times, places = self._times, self._places
+        columns = self._columns
+        k = columns.order[self._begin + index]
         return Segment(
-            times[2 * index],
-            times[2 * index + 1],
-            self._worker_types[places[2 * index]],
-            places[2 * index + 1],
+            columns.round_starts[columns.first_round[k]],
+            columns.end_s[k],
+            columns.worker_types[columns.column[k]],
+            columns.gpus[k],
         )
 
     def __iter__(self) -> Iterator[Segment]:
-        times, places, names = self._times, self._places, self._worker_types
-        for i in range(0, len(places), 2):
-            yield Segment(times[i], times[i + 1], names[places[i]], places[i + 1])
+        columns = self._columns
+        starts, first_round, ends = columns.round_starts, columns.first_round, columns.end_s
+        names, column, gpus = columns.worker_types, columns.column, columns.gpus
+        order = columns.order
+        for i in range(self._begin, self._begin + self._length):
+            k = order[i]
+            yield Segment(starts[first_round[k]], ends[k], names[column[k]], gpus[k])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence):
@@ -214,34 +229,33 @@ class _OpenSegments:
 
 class _ClosedSegments:
     """Segments a job left (it ran elsewhere, or paused), in the order they closed, as
-    columns: job index, first round, end, column, GPUs (20 bytes a segment)."""
+    columns: job index, first round, end, worker-type column, GPUs (20 bytes a segment).
+    Each column is a list of arrays, joined every few hundred rounds."""
+
+    DTYPES = (np.int32, np.int32, np.float64, np.uint16, np.uint16)
 
     def __init__(self) -> None:
-        self.blocks: list[tuple[np.ndarray, ...]] = []
-        self.recent: list[tuple[np.ndarray, ...]] = []
+        self.columns: list[list[np.ndarray]] = [[np.zeros(0, t)] for t in self.DTYPES]
+        self.rounds = 0  # rounds added since the columns were last joined
 
-    def add(self, columns: tuple[np.ndarray, ...]) -> None:
-        self.recent.append(columns)
-        if len(self.recent) >= _BLOCK_ROUNDS:
-            self.blocks.append(_concatenated(self.recent))
-            self.recent = []
+    def add(self, segments: tuple[np.ndarray, ...]) -> None:
+        for parts, values in zip(self.columns, segments, strict=True):
+            parts.append(values)
+        self.rounds += 1
+        if self.rounds >= _BLOCK_ROUNDS:
+            self.joined_with(tuple(np.zeros(0, t) for t in self.DTYPES))
 
-    def all(self) -> tuple[np.ndarray, ...]:
-        if self.recent:
-            self.blocks.append(_concatenated(self.recent))
-            self.recent = []
-        if len(self.blocks) > 1:
-            self.blocks = [_concatenated(self.blocks)]
-        if self.blocks:
-            return self.blocks[0]
-        return (
-            np.zeros(0, np.intp), np.zeros(0, np.int32), np.zeros(0, np.float64),
-            np.zeros(0, np.uint16), np.zeros(0, np.uint16),
-        )  # fmt: skip
-
-
-def _concatenated(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
-    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+    def joined_with(self, still_open: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        """Each column joined into one array, followed by `still_open`'s. Column by column,
+        so that only one column is ever held twice; the closed ones keep a view of it."""
+        self.rounds = 0
+        joined = []
+        for parts, values in zip(self.columns, still_open, strict=True):
+            closed = sum(len(part) for part in parts)
+            column = np.concatenate((*parts, values))
+            parts[:] = [column[:closed]]
+            joined.append(column)
+        return tuple(joined)
 
 
 class TimelineRecorder:
@@ -428,13 +442,12 @@ class TimelineRecorder:
             running=tuple(self._running),
             solve_s=tuple(self._solve_s),
         )
-        times, places, bounds = self._segment_columns()
+        columns, bounds = self._segment_columns(worker_types)
         index_of = self._index
         jobs = []
         for job_id, track in sorted(self._jobs.items()):
             position = index_of[job_id]
-            first, last = 2 * int(bounds[position]), 2 * int(bounds[position + 1])
-            segments = PackedSegments(times[first:last], places[first:last], worker_types)
+            segments = PackedSegments(columns, bounds[position], bounds[position + 1])
             jobs.append(
                 JobTimeline(
                     job_id,
@@ -446,31 +459,35 @@ class TimelineRecorder:
             )
         return Timeline(worker_types, tuple(self.capacity), rounds, tuple(jobs))
 
-    def _segment_columns(self) -> tuple[memoryview, memoryview, np.ndarray]:
-        """Every job's segments, closed then open, grouped by job index in the order they
-        started: (start, end) pairs, (column, GPUs) pairs, and where each job's begin
-        (copies: recording goes on)."""
-        closed_jobs, closed_first, closed_end, closed_column, closed_gpus = self._closed.all()
+    def _segment_columns(self, worker_types: tuple[str, ...]) -> tuple[SegmentColumns, list[int]]:
+        """Every job's segments, closed then open (copies: recording goes on), and where
+        each job's begin in their order (by the job's index)."""
         segments = self._open
         jobs = len(self._index)
         segments.make_room(jobs)
         still_open = np.flatnonzero(segments.last[:jobs] != _NO_ROUND)
-        job = np.concatenate((closed_jobs, still_open))
-        # Stable: a job's segments closed in the order they started, its open one last.
-        order = np.argsort(job, kind="stable")
-        job = job[order]
-        bounds = np.searchsorted(job, np.arange(jobs + 1))
-        del job
-        round_starts = np.array(self._time_s, dtype=np.float64)
-        times = np.empty((len(order), 2), dtype=np.float64)
-        times[:, 0] = round_starts[
-            np.concatenate((closed_first, segments.first[still_open]))[order]
-        ]
-        times[:, 1] = np.concatenate((closed_end, segments.end[still_open]))[order]
-        places = np.empty((len(order), 2), dtype=np.uint16)
-        places[:, 0] = np.concatenate((closed_column, segments.column[still_open]))[order]
-        places[:, 1] = np.concatenate((closed_gpus, segments.gpus[still_open]))[order]
-        return times.reshape(-1).data, places.reshape(-1).data, bounds
+        job, first, end, column, gpus = self._closed.joined_with(
+            (
+                still_open.astype(np.int32),
+                segments.first[still_open],
+                segments.end[still_open],
+                segments.column[still_open],
+                segments.gpus[still_open],
+            )
+        )
+        # Stable: a job's closed segments in the order they closed, its open one last.
+        order = np.argsort(job, kind="stable").astype(np.int32)
+        bounds = [0, *np.cumsum(np.bincount(job, minlength=jobs)).tolist()]
+        columns = SegmentColumns(
+            order.data,
+            first.data,
+            end.data,
+            column.data,
+            gpus.data,
+            tuple(self._time_s),
+            worker_types,
+        )
+        return columns, bounds
 
 
 def _note_batch_size(track: _JobTrack, time_s: float, job_type: str) -> None:
