@@ -384,7 +384,37 @@ class Engine:
         units: list[PlannedUnit] = []
         append = units.append
         for assignment in assignments:
-            members = assignment.unit.members
+            # Unpacked at once: cheaper than named-tuple attributes on this hot path.
+            unit, _, worker_type, gpus, rates, kept_gpus, grant = assignment
+            members = unit.members
+            if len(members) == 1:  # the common case, kept lean
+                job = members[0]
+                lost = 0.0
+                if may_charge:
+                    overhead = default
+                    if by_type is not None:
+                        overhead = by_type.get(job.spec.job_type, default)
+                    if overhead > 0 and _charged(
+                        assignment, config, ran_last_round, first_round, round_length
+                    ):
+                        lost = min(overhead, round_length)
+                append(
+                    _new_tuple(
+                        PlannedUnit,
+                        (
+                            (job.job_id,),
+                            (job.spec.job_type,),
+                            worker_type,
+                            gpus,
+                            rates,
+                            (job.total_steps - job.steps_done,),
+                            lost,
+                            kept_gpus,
+                            grant,
+                        ),
+                    )
+                )
+                continue
             lost = 0.0
             if may_charge:
                 overhead = default
@@ -394,36 +424,17 @@ class Engine:
                     assignment, config, ran_last_round, first_round, round_length
                 ):
                     lost = min(overhead, round_length)
-            if len(members) == 1:  # the common case, kept lean
-                job = members[0]
-                append(
-                    _new_tuple(
-                        PlannedUnit,
-                        (
-                            (job.job_id,),
-                            (job.spec.job_type,),
-                            assignment.worker_type,
-                            assignment.gpus,
-                            assignment.rates,
-                            (job.total_steps - job.steps_done,),
-                            lost,
-                            assignment.kept_gpus,
-                            assignment.grant,
-                        ),
-                    )
-                )
-                continue
             append(
                 PlannedUnit(
                     tuple(m.job_id for m in members),
                     tuple(m.spec.job_type for m in members),
-                    assignment.worker_type,
-                    assignment.gpus,
-                    assignment.rates,
+                    worker_type,
+                    gpus,
+                    rates,
                     tuple(m.total_steps - m.steps_done for m in members),
                     lost,
-                    assignment.kept_gpus,
-                    assignment.grant,
+                    kept_gpus,
+                    grant,
                 )
             )
         return tuple(units)
@@ -464,22 +475,25 @@ class Engine:
         busy = self.busy_gpu_seconds
         credit = mechanism.credit
         for assignment, progress, unit in zip(planned, report.units, plan.units, strict=True):
-            busy += progress.exec_s * len(assignment.gpus)
-            members = assignment.unit.members
+            # Unpacked and indexed: cheaper than named-tuple attributes on this hot path.
+            steps, stopped_s, exec_s = progress
+            busy += exec_s * len(assignment[3])  # its GPUs
+            members = assignment[0].members  # its unit's
+            overhead_s = unit[6]
             if len(members) == 1:  # the common case, kept lean
                 job = members[0]
                 if job.job_id not in active:
                     continue  # it finished off-plan (a completion reported late)
-                if credit(assignment, progress.steps[0], progress.exec_s, unit.overhead_s):
-                    self._finished(job, progress.stopped_s[0])
+                if credit(assignment, steps[0], exec_s, overhead_s):
+                    self._finished(job, stopped_s[0])
                 elif rules is not None:
                     rules.after_run(mechanism, job)
                 continue
             if not all(m.job_id in active for m in members):
                 continue
-            for job_state in credit(assignment, progress.steps, progress.exec_s, unit.overhead_s):
+            for job_state in credit(assignment, steps, exec_s, overhead_s):
                 # A member of a pair completes at its own finish, not the pair's.
-                self._finished(job_state, progress.stopped_s[members.index(job_state)])
+                self._finished(job_state, stopped_s[members.index(job_state)])
             if rules is not None:
                 for member in members:
                     if member.job_id in active:
