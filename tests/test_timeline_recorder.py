@@ -82,3 +82,20 @@ def test_a_job_first_seen_running_is_recorded_from_then_on() -> None:
     (only,) = recorder.timeline().jobs
     assert (only.job_id, list(only.segments)) == (7, [Segment(0.0, 160.0, "v100", 4)])
     assert only.segments[-1] == only.segments[0] == Segment(0.0, 160.0, "v100", 4)
+
+
+def test_jobs_numbered_far_apart_keep_their_own_segments() -> None:
+    """Ids a table by id would not fit (a service's, say) are looked up one by one."""
+    recorder = TimelineRecorder(Cluster({"k80": 4, "v100": 4}))
+    small, huge = job(3), job(10**12)
+    recorder.job_admitted(small.spec)
+    recorder.job_admitted(huge.spec)
+    ran(recorder, 0.0, [(alone(huge, 0, 1), 100.0), (alone(small, 1, 1), 100.0)])
+    ran(recorder, 100.0, [(alone(small, 1, 1), 100.0), (alone(huge, 0, 2), 100.0)])
+    late = job(10**12 + 1)  # running, never admitted here
+    ran(recorder, 200.0, [(alone(late, 1, 1), 50.0), (alone(huge, 0, 2), 100.0)])
+    assert segments(recorder) == {
+        3: [Segment(0.0, 200.0, "v100", 1)],
+        10**12: [Segment(0.0, 100.0, "k80", 1), Segment(100.0, 300.0, "k80", 2)],
+        10**12 + 1: [Segment(200.0, 250.0, "v100", 1)],
+    }

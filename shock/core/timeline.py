@@ -202,6 +202,57 @@ _NO_ROUND = -2
 _BLOCK_ROUNDS = 256
 
 
+class _JobIndex:
+    """Job id -> the job's index in the segment columns (in the order jobs were first seen).
+    Looked up for a round's jobs at once in a table by job id, while ids are small
+    non-negative numbers (as traces number jobs); in the dictionary otherwise."""
+
+    # Job ids up to this many times the jobs seen (plus a margin) use the table.
+    SPARSE_FACTOR = 8
+    MARGIN = 1 << 16
+
+    def __init__(self) -> None:
+        self.of: dict[int, int] = {}
+        self.table = np.full(0, -1, dtype=np.int64)
+        self.table_usable = True
+
+    def __len__(self) -> int:
+        return len(self.of)
+
+    def __getitem__(self, job_id: int) -> int:
+        return self.of[job_id]
+
+    def add(self, job_id: int) -> None:
+        """Give the job the next index, unless it has one."""
+        if job_id in self.of:
+            return
+        position = self.of[job_id] = len(self.of)
+        if not self.table_usable:
+            return
+        if not 0 <= job_id < self.SPARSE_FACTOR * len(self.of) + self.MARGIN:
+            self.table_usable = False
+            return
+        if job_id >= len(self.table):
+            grown = np.full(max(job_id + 1, 2 * len(self.table)), -1, dtype=np.int64)
+            grown[: len(self.table)] = self.table
+            self.table = grown
+        self.table[job_id] = position
+
+    def positions(self, job_ids: np.ndarray) -> np.ndarray | None:
+        """The jobs' indexes, or None if one of them has none yet."""
+        if not len(job_ids):
+            return np.zeros(0, dtype=np.intp)
+        if self.table_usable:
+            if job_ids.min() < 0 or job_ids.max() >= len(self.table):
+                return None
+            positions = self.table[job_ids]
+            return None if positions.min() < 0 else positions
+        of = self.of
+        if not all(map(of.__contains__, job_ids.tolist())):
+            return None
+        return np.fromiter(map(of.__getitem__, job_ids.tolist()), np.intp, len(job_ids))
+
+
 class _OpenSegments:
     """Each job's last segment, one array per field indexed by the job's dense index: a
     round updates all of its jobs at once. The segment starts at its first round's start."""
@@ -268,8 +319,7 @@ class TimelineRecorder:
         self._columns: dict[str, int] = {}
         self.cluster_changed(cluster)
         self._jobs: dict[int, _JobTrack] = {}
-        # Job id -> its index in the segment columns (in the order jobs were first seen).
-        self._index: dict[int, int] = {}
+        self._index = _JobIndex()
         self._time_s: list[float] = []
         self._busy: list[tuple[int, ...]] = []
         self._queued: list[int] = []
@@ -294,7 +344,7 @@ class TimelineRecorder:
 
     def job_admitted(self, job: JobSpec) -> None:
         self._jobs[job.job_id] = _JobTrack.of(job)
-        self._index.setdefault(job.job_id, len(self._index))
+        self._index.add(job.job_id)
 
     def round_planned(self, start_s: float, active_jobs: int, solver_total_s: float) -> None:
         """A round was planned at `start_s` with `active_jobs` admitted and unfinished;
@@ -325,21 +375,21 @@ class TimelineRecorder:
         columns = self._columns
         # The mechanism's column -> the timeline's (they differ only after a resize).
         to_column = np.array([columns[w] for w in worker_types], dtype=np.intp)
-        units = list(map(_UNIT, planned))
         unit_columns = to_column[np.fromiter(map(_COLUMN, planned), np.intp, count)]
         unit_gpus = np.fromiter(map(len, map(_GPUS, planned)), np.intp, count)
         busy = np.bincount(unit_columns, weights=unit_gpus, minlength=len(self.worker_types))
         # A job that finished early stops holding its GPUs then.
         held = start + np.fromiter(map(_EXEC_S, progress), np.float64, count)
-        members = list(map(_MEMBERS, units))
-        running = sum(map(len, members))
-        if running == count:  # every unit a job alone: the common case, kept lean
-            jobs: list[JobState] = units
-            stopped = np.fromiter(map(_FIRST, map(_STOPPED, progress)), np.float64, count)
-            job_columns, job_gpus = unit_columns, unit_gpus
-        else:
+        jobs: list[JobState] | None
+        try:  # every unit a job alone: the common case, kept lean
+            job_ids = np.fromiter(map(_JOB_ID, map(_UNIT, planned)), np.int64, count)
+        except AttributeError:  # a pair (it has no job id of its own)
+            units = list(map(_UNIT, planned))
+            members = list(map(_MEMBERS, units))
             sizes = np.fromiter(map(len, members), np.intp, count)
             jobs = [job for unit_members in members for job in unit_members]
+            running = len(jobs)
+            job_ids = np.fromiter(map(_JOB_ID, jobs), np.int64, running)
             stopped = np.array(
                 [
                     s
@@ -351,27 +401,34 @@ class TimelineRecorder:
             job_columns = np.repeat(unit_columns, sizes)
             job_gpus = np.repeat(unit_gpus, sizes)
             held = np.repeat(held, sizes)
+        else:
+            running = count
+            stopped = np.fromiter(map(_FIRST, map(_STOPPED, progress)), np.float64, count)
+            job_columns, job_gpus = unit_columns, unit_gpus
+            jobs = None
         end = np.where((stopped > held) | (stopped < start), held, stopped)
-        self._extend_segments(self._positions(jobs), index, end, job_columns, job_gpus)
+        positions = self._index.positions(job_ids)
+        if positions is None:
+            positions = self._first_seen_running(
+                job_ids, list(map(_UNIT, planned)) if jobs is None else jobs
+            )
+        self._extend_segments(positions, index, end, job_columns, job_gpus)
         self._time_s.append(start)
         self._busy.append(tuple(int(gpus) for gpus in busy))
         self._queued.append(active - running)
         self._running.append(running)
         self._solve_s.append(solve)
 
-    def _positions(self, jobs: list[JobState]) -> np.ndarray:
-        """The jobs' indexes in the segment columns; a job not admitted here (it was, before
-        a restore) is recorded from now on."""
-        index_of = self._index
-        try:
-            return np.fromiter(map(index_of.__getitem__, map(_JOB_ID, jobs)), np.intp, len(jobs))
-        except KeyError:
-            for job in jobs:
-                if job.job_id not in index_of:
-                    index_of[job.job_id] = len(index_of)
-                    if job.job_id not in self._jobs:
-                        self._jobs[job.job_id] = _JobTrack.of(job.spec)
-            return np.fromiter(map(index_of.__getitem__, map(_JOB_ID, jobs)), np.intp, len(jobs))
+    def _first_seen_running(self, job_ids: np.ndarray, jobs: list[JobState]) -> np.ndarray:
+        """The jobs' indexes in the segment columns, where some run without having been
+        admitted here (they were, before a restore): recorded from now on."""
+        for job in jobs:
+            if job.job_id not in self._jobs:
+                self._jobs[job.job_id] = _JobTrack.of(job.spec)
+            self._index.add(job.job_id)
+        positions = self._index.positions(job_ids)
+        assert positions is not None
+        return positions
 
     def _extend_segments(
         self,
