@@ -15,6 +15,8 @@ import logging
 import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from itertools import repeat
+from operator import attrgetter, itemgetter, sub
 from typing import Any
 
 from shock.core.adaptation import BatchSizeRules
@@ -66,6 +68,17 @@ _YOUNG_COLLECTION_THRESHOLD = 100_000
 # Builds a named tuple without its Python-level __new__: plans are made for every unit of
 # every round, and this is a third of the cost.
 _new_tuple = tuple.__new__
+# An assignment's and a job's fields, read by C-level getters (see _planned_alone).
+_UNIT = itemgetter(0)
+_WORKER_TYPE = itemgetter(2)
+_GPUS = itemgetter(3)
+_RATES = itemgetter(4)
+_KEPT_GPUS = itemgetter(5)
+_GRANT = itemgetter(6)
+_JOB_ID = attrgetter("job_id")
+_JOB_TYPE = attrgetter("spec.job_type")
+_TOTAL_STEPS = attrgetter("total_steps")
+_STEPS_DONE = attrgetter("steps_done")
 
 
 class _Hooks:
@@ -380,6 +393,10 @@ class Engine:
         default = config.preemption_overhead_s
         by_type = config.overhead_by_job_type
         may_charge = default > 0 or by_type is not None
+        if not may_charge:
+            alone = _planned_alone(assignments)
+            if alone is not None:
+                return alone
         first_round = self.rounds == 1
         units: list[PlannedUnit] = []
         append = units.append
@@ -723,6 +740,35 @@ class Engine:
             ),
             timeline=None if self.timeline is None else self.timeline.timeline(),
         )
+
+
+def _planned_alone(assignments: list[Assignment]) -> tuple[PlannedUnit, ...] | None:
+    """Where every unit is a job alone and none is charged an overhead (the common case,
+    thousands of units a round): the planned units built by C-level maps, each field as
+    `_plan_units`' loop builds it; None where a pair (which has no job id of its own) runs."""
+    jobs = list(map(_UNIT, assignments))
+    try:
+        job_ids = list(map(_JOB_ID, jobs))
+    except AttributeError:
+        return None
+    return tuple(
+        map(
+            _new_tuple,
+            repeat(PlannedUnit),
+            zip(
+                zip(job_ids),
+                zip(map(_JOB_TYPE, jobs)),
+                map(_WORKER_TYPE, assignments),
+                map(_GPUS, assignments),
+                map(_RATES, assignments),
+                zip(map(sub, map(_TOTAL_STEPS, jobs), map(_STEPS_DONE, jobs))),
+                repeat(0.0),
+                map(_KEPT_GPUS, assignments),
+                map(_GRANT, assignments),
+                strict=False,  # the repeats are endless
+            ),
+        )
+    )
 
 
 def _charged(
