@@ -491,14 +491,16 @@ class Engine:
         # Summed unit by unit, in plan order, so totals are reproducible to the last digit.
         busy = self.busy_gpu_seconds
         credit = mechanism.credit
-        for assignment, progress, unit in zip(planned, report.units, plan.units, strict=True):
+        for assignment, progress, planned_unit in zip(
+            planned, report.units, plan.units, strict=True
+        ):
             # Unpacked and indexed: cheaper than named-tuple attributes on this hot path.
             steps, stopped_s, exec_s = progress
             busy += exec_s * len(assignment[3])  # its GPUs
-            members = assignment[0].members  # its unit's
-            overhead_s = unit[6]
-            if len(members) == 1:  # the common case, kept lean
-                job = members[0]
+            unit = assignment[0]
+            overhead_s = planned_unit[6]
+            if type(unit) is JobState:  # a job alone: the common case, kept lean
+                job = unit
                 if job.job_id not in active:
                     continue  # it finished off-plan (a completion reported late)
                 if credit(assignment, steps[0], exec_s, overhead_s):
@@ -506,6 +508,7 @@ class Engine:
                 elif rules is not None:
                     rules.after_run(mechanism, job)
                 continue
+            members = unit.members
             if not all(m.job_id in active for m in members):
                 continue
             for job_state in credit(assignment, steps, exec_s, overhead_s):
