@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, NamedTuple, overload
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 # Decimals kept for times and durations: milliseconds, so a 5,600-job document stays small.
 TIME_DECIMALS = 3
 
+# Builds a named tuple without its Python-level __new__ (one per segment read).
+_new_tuple = tuple.__new__
 # Fields of the round's assignments and progress, read by C-level getters (see round_ran).
 _UNIT = itemgetter(0)
 _COLUMN = itemgetter(1)
@@ -66,16 +69,16 @@ class Segment(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class SegmentColumns:
-    """Every job's segments in a run, as columns (views of arrays: 20 bytes a segment).
-    A long run has millions of segments, which as Python objects would cost over 100 bytes
-    each and slow every garbage collection."""
+    """Every job's segments in a run, as columns (arrays: 20 bytes a segment). A long run
+    has millions of segments, which as Python objects would cost over 100 bytes each and
+    slow every garbage collection."""
 
-    order: Sequence[int]  # segment indexes, grouped by job, each job's in time order
-    first_round: Sequence[int]  # round a segment starts in (it starts at the round's start)
-    end_s: Sequence[float]
-    column: Sequence[int]  # worker-type index
-    gpus: Sequence[int]
-    round_starts: Sequence[float]
+    order: np.ndarray  # segment indexes, grouped by job, each job's in time order
+    first_round: np.ndarray  # round a segment starts in (it starts at the round's start)
+    end_s: np.ndarray
+    column: np.ndarray  # worker-type index
+    gpus: np.ndarray
+    round_starts: np.ndarray
     worker_types: Sequence[str]
 
 
@@ -106,20 +109,27 @@ class PackedSegments(Sequence[Segment]):
         columns = self._columns
         k = columns.order[self._begin + index]
         return Segment(
-            columns.round_starts[columns.first_round[k]],
-            columns.end_s[k],
+            float(columns.round_starts[columns.first_round[k]]),
+            float(columns.end_s[k]),
             columns.worker_types[columns.column[k]],
-            columns.gpus[k],
+            int(columns.gpus[k]),
         )
 
     def __iter__(self) -> Iterator[Segment]:
+        # Gathered in array operations: documents read millions of segments through here.
         columns = self._columns
-        starts, first_round, ends = columns.round_starts, columns.first_round, columns.end_s
-        names, column, gpus = columns.worker_types, columns.column, columns.gpus
-        order = columns.order
-        for i in range(self._begin, self._begin + self._length):
-            k = order[i]
-            yield Segment(starts[first_round[k]], ends[k], names[column[k]], gpus[k])
+        mine = columns.order[self._begin : self._begin + self._length]
+        return map(
+            _new_tuple,
+            repeat(Segment),
+            zip(
+                columns.round_starts[columns.first_round[mine]].tolist(),
+                columns.end_s[mine].tolist(),
+                map(columns.worker_types.__getitem__, columns.column[mine].tolist()),
+                columns.gpus[mine].tolist(),
+                strict=False,  # the repeat is endless
+            ),
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence):
@@ -538,13 +548,7 @@ class TimelineRecorder:
         order = np.argsort(job, kind="stable").astype(np.int32)
         bounds = [0, *np.cumsum(np.bincount(job, minlength=jobs)).tolist()]
         columns = SegmentColumns(
-            order.data,
-            first.data,
-            end.data,
-            column.data,
-            gpus.data,
-            tuple(self._time_s),
-            worker_types,
+            order, first, end, column, gpus, np.array(self._time_s, dtype=np.float64), worker_types
         )
         return columns, bounds
 
