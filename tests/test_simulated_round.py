@@ -1,5 +1,5 @@
-"""The simulator's round, one executor call: jobs alone (computed for the whole round at once)
-progress exactly as the general per-unit computation has them, pairs included."""
+"""The simulator's round, one executor call: each job alone progresses by its own rate, steps
+left and overhead, whatever else runs in the round (a pair included)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ def alone(job_id: int, rate: float, steps_left: float, overhead_s: float) -> Pla
 
 
 # (rate, steps left, overhead): full rounds, a job near its end, one slower than a step a
-# round, a restart cost, fractional steps left; then many uneven rates and overheads, whose
-# sums and quotients would round differently if computed in another order.
+# round, a restart cost, fractional steps left; then many uneven rates and overheads.
 ALONE = [
     alone(1, 2.5, 1e6, 0.0),
     alone(2, 3.7, 100.0, 0.0),
@@ -48,7 +47,7 @@ def ran(units: list[PlannedUnit], quantised: bool, fewer_steps: bool) -> tuple[f
 @pytest.mark.parametrize("quantised", [False, True])
 @pytest.mark.parametrize("fewer_steps", [False, True])
 def test_jobs_alone_progress_as_they_do_beside_a_pair(quantised: bool, fewer_steps: bool) -> None:
-    # With a pair in the round, every unit takes the general path.
+    # A pair in the round changes nothing for the jobs alone.
     _, general = ran([*ALONE, PAIR], quantised, fewer_steps)
     end, together = ran(ALONE, quantised, fewer_steps)
     assert together == general[:-1]

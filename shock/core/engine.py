@@ -15,8 +15,6 @@ import logging
 import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from itertools import repeat
-from operator import attrgetter, itemgetter, sub
 from typing import Any
 
 from shock.core.adaptation import BatchSizeRules
@@ -68,17 +66,6 @@ _YOUNG_COLLECTION_THRESHOLD = 100_000
 # Builds a named tuple without its Python-level __new__: plans are made for every unit of
 # every round, and this is a third of the cost.
 _new_tuple = tuple.__new__
-# An assignment's and a job's fields, read by C-level getters (see _planned_alone).
-_UNIT = itemgetter(0)
-_WORKER_TYPE = itemgetter(2)
-_GPUS = itemgetter(3)
-_RATES = itemgetter(4)
-_KEPT_GPUS = itemgetter(5)
-_GRANT = itemgetter(6)
-_JOB_ID = attrgetter("job_id")
-_JOB_TYPE = attrgetter("spec.job_type")
-_TOTAL_STEPS = attrgetter("total_steps")
-_STEPS_DONE = attrgetter("steps_done")
 
 
 class _Hooks:
@@ -393,45 +380,11 @@ class Engine:
         default = config.preemption_overhead_s
         by_type = config.overhead_by_job_type
         may_charge = default > 0 or by_type is not None
-        if not may_charge:
-            alone = _planned_alone(assignments)
-            if alone is not None:
-                return alone
         first_round = self.rounds == 1
         units: list[PlannedUnit] = []
         append = units.append
         for assignment in assignments:
-            # Unpacked at once: cheaper than named-tuple attributes on this hot path.
-            unit, _, worker_type, gpus, rates, kept_gpus, grant = assignment
-            members = unit.members
-            if len(members) == 1:  # the common case, kept lean
-                job = members[0]
-                lost = 0.0
-                if may_charge:
-                    overhead = default
-                    if by_type is not None:
-                        overhead = by_type.get(job.spec.job_type, default)
-                    if overhead > 0 and _charged(
-                        assignment, config, ran_last_round, first_round, round_length
-                    ):
-                        lost = min(overhead, round_length)
-                append(
-                    _new_tuple(
-                        PlannedUnit,
-                        (
-                            (job.job_id,),
-                            (job.spec.job_type,),
-                            worker_type,
-                            gpus,
-                            rates,
-                            (job.total_steps - job.steps_done,),
-                            lost,
-                            kept_gpus,
-                            grant,
-                        ),
-                    )
-                )
-                continue
+            members = assignment.unit.members
             lost = 0.0
             if may_charge:
                 overhead = default
@@ -441,17 +394,36 @@ class Engine:
                     assignment, config, ran_last_round, first_round, round_length
                 ):
                     lost = min(overhead, round_length)
+            if len(members) == 1:  # the common case, kept lean
+                job = members[0]
+                append(
+                    _new_tuple(
+                        PlannedUnit,
+                        (
+                            (job.job_id,),
+                            (job.spec.job_type,),
+                            assignment.worker_type,
+                            assignment.gpus,
+                            assignment.rates,
+                            (job.total_steps - job.steps_done,),
+                            lost,
+                            assignment.kept_gpus,
+                            assignment.grant,
+                        ),
+                    )
+                )
+                continue
             append(
                 PlannedUnit(
                     tuple(m.job_id for m in members),
                     tuple(m.spec.job_type for m in members),
-                    worker_type,
-                    gpus,
-                    rates,
+                    assignment.worker_type,
+                    assignment.gpus,
+                    assignment.rates,
                     tuple(m.total_steps - m.steps_done for m in members),
                     lost,
-                    kept_gpus,
-                    grant,
+                    assignment.kept_gpus,
+                    assignment.grant,
                 )
             )
         return tuple(units)
@@ -491,29 +463,23 @@ class Engine:
         # Summed unit by unit, in plan order, so totals are reproducible to the last digit.
         busy = self.busy_gpu_seconds
         credit = mechanism.credit
-        for assignment, progress, planned_unit in zip(
-            planned, report.units, plan.units, strict=True
-        ):
-            # Unpacked and indexed: cheaper than named-tuple attributes on this hot path.
-            steps, stopped_s, exec_s = progress
-            busy += exec_s * len(assignment[3])  # its GPUs
-            unit = assignment[0]
-            overhead_s = planned_unit[6]
-            if type(unit) is JobState:  # a job alone: the common case, kept lean
-                job = unit
+        for assignment, progress, unit in zip(planned, report.units, plan.units, strict=True):
+            busy += progress.exec_s * len(assignment.gpus)
+            members = assignment.unit.members
+            if len(members) == 1:  # the common case, kept lean
+                job = members[0]
                 if job.job_id not in active:
                     continue  # it finished off-plan (a completion reported late)
-                if credit(assignment, steps[0], exec_s, overhead_s):
-                    self._finished(job, stopped_s[0])
+                if credit(assignment, progress.steps[0], progress.exec_s, unit.overhead_s):
+                    self._finished(job, progress.stopped_s[0])
                 elif rules is not None:
                     rules.after_run(mechanism, job)
                 continue
-            members = unit.members
             if not all(m.job_id in active for m in members):
                 continue
-            for job_state in credit(assignment, steps, exec_s, overhead_s):
+            for job_state in credit(assignment, progress.steps, progress.exec_s, unit.overhead_s):
                 # A member of a pair completes at its own finish, not the pair's.
-                self._finished(job_state, stopped_s[members.index(job_state)])
+                self._finished(job_state, progress.stopped_s[members.index(job_state)])
             if rules is not None:
                 for member in members:
                     if member.job_id in active:
@@ -743,35 +709,6 @@ class Engine:
             ),
             timeline=None if self.timeline is None else self.timeline.timeline(),
         )
-
-
-def _planned_alone(assignments: list[Assignment]) -> tuple[PlannedUnit, ...] | None:
-    """Where every unit is a job alone and none is charged an overhead (the common case,
-    thousands of units a round): the planned units built by C-level maps, each field as
-    `_plan_units`' loop builds it; None where a pair (which has no job id of its own) runs."""
-    jobs = list(map(_UNIT, assignments))
-    try:
-        job_ids = list(map(_JOB_ID, jobs))
-    except AttributeError:
-        return None
-    return tuple(
-        map(
-            _new_tuple,
-            repeat(PlannedUnit),
-            zip(
-                zip(job_ids),
-                zip(map(_JOB_TYPE, jobs)),
-                map(_WORKER_TYPE, assignments),
-                map(_GPUS, assignments),
-                map(_RATES, assignments),
-                zip(map(sub, map(_TOTAL_STEPS, jobs), map(_STEPS_DONE, jobs))),
-                repeat(0.0),
-                map(_KEPT_GPUS, assignments),
-                map(_GRANT, assignments),
-                strict=False,  # the repeats are endless
-            ),
-        )
-    )
 
 
 def _charged(

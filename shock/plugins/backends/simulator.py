@@ -9,11 +9,7 @@ round (Synergy's semantics, `quantised_rounds`: at the round's end, every round 
 
 from __future__ import annotations
 
-from itertools import repeat
-from operator import itemgetter
 from typing import Any
-
-import numpy as np
 
 from shock.core.engine import run_engine
 from shock.core.executor import (
@@ -30,12 +26,6 @@ from shock.core.run import RunRequest
 
 # Builds a named tuple without its Python-level __new__ (one per unit per round).
 _new_tuple = tuple.__new__
-# A planned unit's fields, read by C-level getters (see _progress_alone).
-_JOB_IDS = itemgetter(0)
-_RATES = itemgetter(4)
-_STEPS_LEFT = itemgetter(5)
-_OVERHEAD_S = itemgetter(6)
-_FIRST = itemgetter(0)
 
 
 class SimulatedExecutor:
@@ -59,45 +49,38 @@ class SimulatedExecutor:
         return self.now
 
     def run_round(self, plan: RoundPlan) -> RoundReport:
-        alone = _progress_alone(plan, self.quantised, self.fewer_steps)
-        if alone is not None:
-            self.now = alone.end_s
-            return alone
         start = plan.start_s
-        plan_end = plan.end_s
-        round_length = plan_end - start
+        round_length = plan.end_s - start
         quantised = self.quantised
-        fewer_steps = self.fewer_steps
         units: list[UnitProgress] = []
         append = units.append
         end = start
         for unit in plan.units:
-            # Unpacked at once: cheaper than named-tuple attributes on this hot path.
-            job_ids, _, _, _, rates, steps_left, lost, _, _ = unit
-            if lost and fewer_steps:
+            lost = unit.overhead_s
+            if lost and self.fewer_steps:
                 progress = _with_fewer_steps(unit, start, round_length, lost)
                 append(progress)
                 end = max(end, start + progress.exec_s)
                 continue
-            if len(job_ids) == 1:  # the common case, kept lean (no min/max calls)
-                rate = rates[0]
-                left = steps_left[0]
+            if len(unit.job_ids) == 1:  # the common case, kept lean (no min/max calls)
+                rate = unit.rates[0]
+                left = unit.steps_left[0]
                 count: float = int(rate * (round_length - lost))
                 if count < 1:
                     count = 1
                 if count > left:
                     count = left
-                finish = plan_end if quantised else start + lost + count / rate
+                finish = plan.end_s if quantised else start + lost + count / rate
                 append(_new_tuple(UnitProgress, ((count,), (finish,), finish - start)))
                 if finish > end:
                     end = finish
                 continue
             counts = []
             finishes = []
-            for rate, left in zip(rates, steps_left, strict=True):
+            for rate, left in zip(unit.rates, unit.steps_left, strict=True):
                 count = min(max(int(rate * (round_length - lost)), 1), left)
                 counts.append(count)
-                finishes.append(plan_end if quantised else start + lost + count / rate)
+                finishes.append(plan.end_s if quantised else start + lost + count / rate)
             unit_finish = max(finishes)
             append(UnitProgress(tuple(counts), tuple(finishes), unit_finish - start))
             end = max(end, unit_finish)
@@ -118,37 +101,6 @@ class SimulatedExecutor:
 
     def load_state(self) -> dict[str, Any] | None:
         return None
-
-
-def _progress_alone(plan: RoundPlan, quantised: bool, fewer_steps: bool) -> RoundReport | None:
-    """The round computed in array operations where every unit is a job alone with a positive
-    rate and no overhead changes its step count (the common case, thousands of units a round);
-    None otherwise. Each value comes from the same floating-point operations, in the same
-    order, as `run_round`'s loop."""
-    units = plan.units
-    count = len(units)
-    if not count or any(len(job_ids) != 1 for job_ids in map(_JOB_IDS, units)):
-        return None
-    lost = np.fromiter(map(_OVERHEAD_S, units), np.float64, count)
-    if fewer_steps and lost.any():
-        return None
-    rates = np.fromiter(map(_FIRST, map(_RATES, units)), np.float64, count)
-    if not (rates > 0).all():
-        return None
-    left = np.fromiter(map(_FIRST, map(_STEPS_LEFT, units)), np.float64, count)
-    start = plan.start_s
-    # Whole steps, at least one, at most what the job has left.
-    steps = np.maximum(np.trunc(rates * ((plan.end_s - start) - lost)), 1.0)
-    steps = np.where(steps > left, left, steps)
-    finish = np.full(count, plan.end_s) if quantised else (start + lost) + steps / rates
-    progress = tuple(
-        map(
-            _new_tuple,
-            repeat(UnitProgress),
-            zip(zip(steps.tolist()), zip(finish.tolist()), (finish - start).tolist(), strict=True),
-        )
-    )
-    return RoundReport(max(start, float(finish.max())), progress)
 
 
 def _with_fewer_steps(
