@@ -8,16 +8,21 @@ recorder keeps only what the results document's `"timeline"` key needs (docs/res
 - per job: (start, end, worker type, GPUs) segments, consecutive rounds on the same worker
   type and GPU count merged into one, and its batch sizes over time.
 
-It runs inside the engine's loop, once per round over the round's units, so it is written for
-speed: plain lists, no per-unit objects.
+It runs inside the engine's loop, once per round over the round's units (thousands in a large
+run), so it is written for speed: a round's units are read into arrays by C-level maps, and
+every job's open segment is extended or closed in array operations; closed segments stay in
+columns (20 bytes each), which the final timeline's jobs view rather than copy.
 """
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, NamedTuple, overload
+
+import numpy as np
 
 from shock.core.model import batch_size_of
 
@@ -29,10 +34,17 @@ if TYPE_CHECKING:
 # Decimals kept for times and durations: milliseconds, so a 5,600-job document stays small.
 TIME_DECIMALS = 3
 
-# A segment while it is recorded: [start, end, worker-type column, GPUs, last round's index].
-_Segment = list[float]
-# Stands for "no segment yet": its last round (-2) never precedes a recorded round.
-_NO_SEGMENT: _Segment = [0.0, 0.0, -1, 0, -2]
+# Builds a named tuple without its Python-level __new__ (one per segment read).
+_new_tuple = tuple.__new__
+# Fields of the round's assignments and progress, read by C-level getters (see round_ran).
+_UNIT = itemgetter(0)
+_COLUMN = itemgetter(1)
+_GPUS = itemgetter(3)
+_EXEC_S = itemgetter(2)
+_STOPPED = itemgetter(1)
+_FIRST = itemgetter(0)
+_MEMBERS = attrgetter("members")
+_JOB_ID = attrgetter("job_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,22 +67,33 @@ class Segment(NamedTuple):
     gpus: int
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentColumns:
+    """Every job's segments in a run, as columns (arrays: 20 bytes a segment). A long run
+    has millions of segments, which as Python objects would cost over 100 bytes each and
+    slow every garbage collection."""
+
+    order: np.ndarray  # segment indexes, grouped by job, each job's in time order
+    first_round: np.ndarray  # round a segment starts in (it starts at the round's start)
+    end_s: np.ndarray
+    column: np.ndarray  # worker-type index
+    gpus: np.ndarray
+    round_starts: np.ndarray
+    worker_types: Sequence[str]
+
+
 class PackedSegments(Sequence[Segment]):
-    """A job's segments, packed: (start, end) in one array of doubles and (worker-type index,
-    GPUs) in one of shorts, 20 bytes a segment. A long run has millions of segments, which as
-    Python objects would cost over 100 bytes each and slow every garbage collection."""
+    """A job's segments: a stretch of the run's `SegmentColumns` order."""
 
-    __slots__ = ("_places", "_times", "_worker_types")
+    __slots__ = ("_begin", "_columns", "_length")
 
-    def __init__(
-        self, times: array[float], places: array[int], worker_types: Sequence[str]
-    ) -> None:
-        self._times = times  # start, end, start, end, ...
-        self._places = places  # worker-type index, GPUs, ...
-        self._worker_types = worker_types
+    def __init__(self, columns: SegmentColumns, begin: int, end: int) -> None:
+        self._columns = columns
+        self._begin = begin
+        self._length = end - begin
 
     def __len__(self) -> int:
-        return len(self._places) // 2
+        return self._length
 
     @overload
     def __getitem__(self, index: int) -> Segment: ...
@@ -83,18 +106,30 @@ class PackedSegments(Sequence[Segment]):
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError("segment index out of range")
-        times, places = self._times, self._places
+        columns = self._columns
+        k = columns.order[self._begin + index]
         return Segment(
-            times[2 * index],
-            times[2 * index + 1],
-            self._worker_types[places[2 * index]],
-            places[2 * index + 1],
+            float(columns.round_starts[columns.first_round[k]]),
+            float(columns.end_s[k]),
+            columns.worker_types[columns.column[k]],
+            int(columns.gpus[k]),
         )
 
     def __iter__(self) -> Iterator[Segment]:
-        times, places, names = self._times, self._places, self._worker_types
-        for i in range(0, len(places), 2):
-            yield Segment(times[i], times[i + 1], names[places[i]], places[i + 1])
+        # Gathered in array operations: documents read millions of segments through here.
+        columns = self._columns
+        mine = columns.order[self._begin : self._begin + self._length]
+        return map(
+            _new_tuple,
+            repeat(Segment),
+            zip(
+                columns.round_starts[columns.first_round[mine]].tolist(),
+                columns.end_s[mine].tolist(),
+                map(columns.worker_types.__getitem__, columns.column[mine].tolist()),
+                columns.gpus[mine].tolist(),
+                strict=False,  # the repeat is endless
+            ),
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence):
@@ -158,22 +193,132 @@ class Timeline:
 
 
 class _JobTrack:
-    """A job's timeline while it is recorded."""
+    """A job's kind and batch sizes while it is recorded (its segments are kept columnar)."""
 
-    __slots__ = ("batch_sizes", "job_type", "places", "scale_factor", "times")
+    __slots__ = ("batch_sizes", "job_type", "scale_factor")
 
     def __init__(self, job_type: str, scale_factor: int, arrival_s: float) -> None:
         self.job_type = job_type
         self.scale_factor = scale_factor
-        # Closed segments, packed as PackedSegments keeps them.
-        self.times = array("d")
-        self.places = array("H")
         size = batch_size_of(job_type)
         self.batch_sizes: list[tuple[float, int]] = [] if size is None else [(arrival_s, size)]
 
     @classmethod
     def of(cls, job: JobSpec) -> _JobTrack:
         return cls(job.job_type, job.scale_factor, job.arrival_time)
+
+
+# Stands for "no open segment": never the round before a recorded one.
+_NO_ROUND = -2
+# Rounds of closed segments gathered into one block: fewer, larger arrays.
+_BLOCK_ROUNDS = 256
+
+
+class _JobIndex:
+    """Job id -> the job's index in the segment columns (in the order jobs were first seen).
+    Looked up for a round's jobs at once in a table by job id, while ids are small
+    non-negative numbers (as traces number jobs); in the dictionary otherwise."""
+
+    # Job ids up to this many times the jobs seen (plus a margin) use the table.
+    SPARSE_FACTOR = 8
+    MARGIN = 1 << 16
+
+    def __init__(self) -> None:
+        self.of: dict[int, int] = {}
+        self.table = np.full(0, -1, dtype=np.int64)
+        self.table_usable = True
+
+    def __len__(self) -> int:
+        return len(self.of)
+
+    def __getitem__(self, job_id: int) -> int:
+        return self.of[job_id]
+
+    def add(self, job_id: int) -> None:
+        """Give the job the next index, unless it has one."""
+        if job_id in self.of:
+            return
+        position = self.of[job_id] = len(self.of)
+        if not self.table_usable:
+            return
+        if not 0 <= job_id < self.SPARSE_FACTOR * len(self.of) + self.MARGIN:
+            self.table_usable = False
+            return
+        if job_id >= len(self.table):
+            grown = np.full(max(job_id + 1, 2 * len(self.table)), -1, dtype=np.int64)
+            grown[: len(self.table)] = self.table
+            self.table = grown
+        self.table[job_id] = position
+
+    def positions(self, job_ids: np.ndarray) -> np.ndarray | None:
+        """The jobs' indexes, or None if one of them has none yet."""
+        if not len(job_ids):
+            return np.zeros(0, dtype=np.intp)
+        if self.table_usable:
+            if job_ids.min() < 0 or job_ids.max() >= len(self.table):
+                return None
+            positions = self.table[job_ids]
+            return None if positions.min() < 0 else positions
+        of = self.of
+        if not all(map(of.__contains__, job_ids.tolist())):
+            return None
+        return np.fromiter(map(of.__getitem__, job_ids.tolist()), np.intp, len(job_ids))
+
+
+class _OpenSegments:
+    """Each job's last segment, one array per field indexed by the job's dense index: a
+    round updates all of its jobs at once. The segment starts at its first round's start."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.first = np.zeros(0, dtype=np.int32)  # round the segment started in
+        self.end = np.zeros(0, dtype=np.float64)
+        self.column = np.zeros(0, dtype=np.uint16)
+        self.gpus = np.zeros(0, dtype=np.uint16)
+        self.last = np.zeros(0, dtype=np.int32)  # round it last ran in (_NO_ROUND: none)
+
+    def make_room(self, jobs: int) -> None:
+        if jobs <= self.size:
+            return
+        size = max(jobs, 2 * self.size, 1024)
+        for name, fill in (("first", 0), ("end", 0.0), ("column", 0), ("gpus", 0),
+                           ("last", _NO_ROUND)):  # fmt: skip
+            old = getattr(self, name)
+            grown = np.full(size, fill, dtype=old.dtype)
+            grown[: self.size] = old
+            setattr(self, name, grown)
+        self.size = size
+
+
+class _ClosedSegments:
+    """Segments a job left (it ran elsewhere, or paused), in the order they closed, as
+    columns: job index, first round, end, worker-type column, GPUs (20 bytes a segment).
+    Each column is a list of arrays, joined every few hundred rounds."""
+
+    DTYPES = (np.int32, np.int32, np.float64, np.uint16, np.uint16)
+
+    def __init__(self) -> None:
+        self.columns: list[list[np.ndarray]] = [[np.zeros(0, t)] for t in self.DTYPES]
+        self.rounds = 0  # rounds added since the columns were last joined
+
+    def add(self, segments: tuple[np.ndarray, ...]) -> None:
+        for parts, values in zip(self.columns, segments, strict=True):
+            parts.append(values)
+        self.rounds += 1
+        if self.rounds >= _BLOCK_ROUNDS:
+            self.joined_with(tuple(np.zeros(0, t) for t in self.DTYPES))
+
+    def joined_with(self, still_open: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        """Each column joined into one array, followed by `still_open`'s. Column by column,
+        so that only one column is ever held twice; the closed ones keep a view of it."""
+        self.rounds = 0
+        joined = []
+        for parts, values in zip(self.columns, still_open, strict=True):
+            closed = sum(len(part) for part in parts)
+            column = np.concatenate((*parts, values))
+            parts[:] = [column[:closed]]
+            joined.append(column)
+        return tuple(joined)
 
 
 class TimelineRecorder:
@@ -186,6 +331,7 @@ class TimelineRecorder:
         self._columns: dict[str, int] = {}
         self.cluster_changed(cluster)
         self._jobs: dict[int, _JobTrack] = {}
+        self._index = _JobIndex()
         self._time_s: list[float] = []
         self._busy: list[tuple[int, ...]] = []
         self._queued: list[int] = []
@@ -193,8 +339,8 @@ class TimelineRecorder:
         self._solve_s: list[float] = []
         self._solver_total_s = 0.0
         self._pending: tuple[float, int, float] | None = None
-        # Each job's last segment: [start, end, column, GPUs, index of its last round].
-        self._open: dict[int, _Segment] = {}
+        self._open = _OpenSegments()
+        self._closed = _ClosedSegments()
 
     def cluster_changed(self, cluster: Cluster) -> None:
         """Worker types the cluster gained get a column; capacity is the most seen."""
@@ -210,6 +356,7 @@ class TimelineRecorder:
 
     def job_admitted(self, job: JobSpec) -> None:
         self._jobs[job.job_id] = _JobTrack.of(job)
+        self._index.add(job.job_id)
 
     def round_planned(self, start_s: float, active_jobs: int, solver_total_s: float) -> None:
         """A round was planned at `start_s` with `active_jobs` admitted and unfinished;
@@ -224,80 +371,116 @@ class TimelineRecorder:
         worker_types: Sequence[str],
     ) -> None:
         """The planned round ran: its samples and each job's segment. `worker_types` are
-        the mechanism's columns (the assignments' `column` indexes them)."""
+        the mechanism's columns (the assignments' `column` indexes them).
+
+        Thousands of units run in a round: their fields are gathered by C-level `map`s
+        into arrays and every job's segment is extended or replaced in array operations."""
         pending = self._pending
         if pending is None:
             return
         self._pending = None
         start, active, solve = pending
         index = len(self._time_s)
-        previous = index - 1
+        count = len(planned)
+        if len(progress) != count:
+            raise ValueError(f"{count} units planned, progress reported for {len(progress)}")
         columns = self._columns
         # The mechanism's column -> the timeline's (they differ only after a resize).
-        to_column = [columns[w] for w in worker_types]
-        busy = [0] * len(self.worker_types)
-        running = 0
-        open_segments = self._open
-        for assignment, unit_progress in zip(planned, progress, strict=True):
-            # Unpacked at once: cheaper than named-tuple attributes on this hot path.
-            unit, column, _, gpu_ids, _, _, _ = assignment
-            _, stopped, exec_s = unit_progress
-            gpus = len(gpu_ids)
-            column = to_column[column]
-            busy[column] += gpus
-            held_until = start + exec_s
-            members = unit.members
-            if len(members) == 1:  # the common case, kept lean
-                job = members[0]
-                running += 1
-                # A job that finished early stops holding its GPUs then.
-                end = stopped[0]
-                if end > held_until or end < start:
-                    end = held_until
-                segment = open_segments.get(job.job_id, _NO_SEGMENT)
-                if (
-                    segment[4] == previous
-                    and segment[2] == column
-                    and segment[3] == gpus
-                ):
-                    segment[1] = end
-                    segment[4] = index
-                else:
-                    self._open_segment(job, start, end, column, gpus, index)
-                continue
-            running += len(members)
-            for position, member in enumerate(members):
-                end = stopped[position]
-                if end > held_until or end < start:
-                    end = held_until
-                segment = open_segments.get(member.job_id, _NO_SEGMENT)
-                if (
-                    segment[4] == previous
-                    and segment[2] == column
-                    and segment[3] == gpus
-                ):
-                    segment[1] = end
-                    segment[4] = index
-                else:
-                    self._open_segment(member, start, end, column, gpus, index)
+        to_column = np.array([columns[w] for w in worker_types], dtype=np.intp)
+        unit_columns = to_column[np.fromiter(map(_COLUMN, planned), np.intp, count)]
+        unit_gpus = np.fromiter(map(len, map(_GPUS, planned)), np.intp, count)
+        busy = np.bincount(unit_columns, weights=unit_gpus, minlength=len(self.worker_types))
+        # A job that finished early stops holding its GPUs then.
+        held = start + np.fromiter(map(_EXEC_S, progress), np.float64, count)
+        jobs: list[JobState] | None
+        try:  # every unit a job alone: the common case, kept lean
+            job_ids = np.fromiter(map(_JOB_ID, map(_UNIT, planned)), np.int64, count)
+        except AttributeError:  # a pair (it has no job id of its own)
+            units = list(map(_UNIT, planned))
+            members = list(map(_MEMBERS, units))
+            sizes = np.fromiter(map(len, members), np.intp, count)
+            jobs = [job for unit_members in members for job in unit_members]
+            running = len(jobs)
+            job_ids = np.fromiter(map(_JOB_ID, jobs), np.int64, running)
+            stopped = np.array(
+                [
+                    s
+                    for unit_members, unit_progress in zip(members, progress, strict=True)
+                    for s in unit_progress.stopped_s[: len(unit_members)]
+                ],
+                dtype=np.float64,
+            )
+            job_columns = np.repeat(unit_columns, sizes)
+            job_gpus = np.repeat(unit_gpus, sizes)
+            held = np.repeat(held, sizes)
+        else:
+            running = count
+            stopped = np.fromiter(map(_FIRST, map(_STOPPED, progress)), np.float64, count)
+            job_columns, job_gpus = unit_columns, unit_gpus
+            jobs = None
+        end = np.where((stopped > held) | (stopped < start), held, stopped)
+        positions = self._index.positions(job_ids)
+        if positions is None:
+            positions = self._first_seen_running(
+                job_ids, list(map(_UNIT, planned)) if jobs is None else jobs
+            )
+        self._extend_segments(positions, index, end, job_columns, job_gpus)
         self._time_s.append(start)
-        self._busy.append(tuple(busy))
+        self._busy.append(tuple(int(gpus) for gpus in busy))
         self._queued.append(active - running)
         self._running.append(running)
         self._solve_s.append(solve)
 
-    def _open_segment(
-        self, job: JobState, start: float, end: float, column: int, gpus: int, index: int
+    def _first_seen_running(self, job_ids: np.ndarray, jobs: list[JobState]) -> np.ndarray:
+        """The jobs' indexes in the segment columns, where some run without having been
+        admitted here (they were, before a restore): recorded from now on."""
+        for job in jobs:
+            if job.job_id not in self._jobs:
+                self._jobs[job.job_id] = _JobTrack.of(job.spec)
+            self._index.add(job.job_id)
+        positions = self._index.positions(job_ids)
+        assert positions is not None
+        return positions
+
+    def _extend_segments(
+        self,
+        positions: np.ndarray,
+        index: int,
+        end: np.ndarray,
+        columns: np.ndarray,
+        gpus: np.ndarray,
     ) -> None:
-        """The job runs somewhere new (or after a pause): a new segment, kept open while it
-        runs in the following rounds on the same worker type and GPU count."""
-        track = self._jobs.get(job.job_id)
-        if track is None:  # admitted before a restore: recorded from here on
-            track = self._jobs[job.job_id] = _JobTrack.of(job.spec)
-        last = self._open.get(job.job_id)
-        if last is not None:
-            _close(track, last)
-        self._open[job.job_id] = [start, end, column, gpus, index]
+        """A job that ran the round before on the same worker type and GPU count extends
+        its segment to `end`; any other closes its segment (if it had one) and opens one."""
+        segments = self._open
+        segments.make_room(len(self._index))
+        last = segments.last[positions]
+        same = (
+            (last == index - 1)
+            & (segments.column[positions] == columns)
+            & (segments.gpus[positions] == gpus)
+        )
+        kept = positions[same]
+        segments.end[kept] = end[same]
+        segments.last[kept] = index
+        moved = ~same
+        fresh = positions[moved]
+        closing = fresh[last[moved] != _NO_ROUND]
+        if len(closing):
+            self._closed.add(
+                (
+                    closing.astype(np.int32),
+                    segments.first[closing],
+                    segments.end[closing],
+                    segments.column[closing],
+                    segments.gpus[closing],
+                )
+            )
+        segments.first[fresh] = index
+        segments.end[fresh] = end[moved]
+        segments.column[fresh] = columns[moved]
+        segments.gpus[fresh] = gpus[moved]
+        segments.last[fresh] = index
 
     def batch_sizes_seen(
         self,
@@ -317,18 +500,6 @@ class TimelineRecorder:
             if track is not None:
                 _note_batch_size(track, time_s, change.job_type)
 
-    def _segments_of(
-        self, job_id: int, track: _JobTrack, worker_types: tuple[str, ...]
-    ) -> PackedSegments:
-        """The job's closed segments and its open one (copies: recording goes on)."""
-        times, places = array("d", track.times), array("H", track.places)
-        last = self._open.get(job_id)
-        if last is not None:
-            start, end, column, gpus, _ = last
-            times.extend((start, end))
-            places.extend((int(column), int(gpus)))
-        return PackedSegments(times, places, worker_types)
-
     def timeline(self) -> Timeline:
         worker_types = tuple(self.worker_types)
         width = len(worker_types)
@@ -340,23 +511,46 @@ class TimelineRecorder:
             running=tuple(self._running),
             solve_s=tuple(self._solve_s),
         )
-        jobs = tuple(
-            JobTimeline(
-                job_id,
-                track.job_type,
-                track.scale_factor,
-                self._segments_of(job_id, track, worker_types),
-                tuple(track.batch_sizes),
+        columns, bounds = self._segment_columns(worker_types)
+        index_of = self._index
+        jobs = []
+        for job_id, track in sorted(self._jobs.items()):
+            position = index_of[job_id]
+            segments = PackedSegments(columns, bounds[position], bounds[position + 1])
+            jobs.append(
+                JobTimeline(
+                    job_id,
+                    track.job_type,
+                    track.scale_factor,
+                    segments,
+                    tuple(track.batch_sizes),
+                )
             )
-            for job_id, track in sorted(self._jobs.items())
+        return Timeline(worker_types, tuple(self.capacity), rounds, tuple(jobs))
+
+    def _segment_columns(self, worker_types: tuple[str, ...]) -> tuple[SegmentColumns, list[int]]:
+        """Every job's segments, closed then open (copies: recording goes on), and where
+        each job's begin in their order (by the job's index)."""
+        segments = self._open
+        jobs = len(self._index)
+        segments.make_room(jobs)
+        still_open = np.flatnonzero(segments.last[:jobs] != _NO_ROUND)
+        job, first, end, column, gpus = self._closed.joined_with(
+            (
+                still_open.astype(np.int32),
+                segments.first[still_open],
+                segments.end[still_open],
+                segments.column[still_open],
+                segments.gpus[still_open],
+            )
         )
-        return Timeline(worker_types, tuple(self.capacity), rounds, jobs)
-
-
-def _close(track: _JobTrack, segment: _Segment) -> None:
-    start, end, column, gpus, _ = segment
-    track.times.extend((start, end))
-    track.places.extend((int(column), int(gpus)))
+        # Stable: a job's closed segments in the order they closed, its open one last.
+        order = np.argsort(job, kind="stable").astype(np.int32)
+        bounds = [0, *np.cumsum(np.bincount(job, minlength=jobs)).tolist()]
+        columns = SegmentColumns(
+            order, first, end, column, gpus, np.array(self._time_s, dtype=np.float64), worker_types
+        )
+        return columns, bounds
 
 
 def _note_batch_size(track: _JobTrack, time_s: float, job_type: str) -> None:
