@@ -182,6 +182,9 @@ def check_placement(
         )
 
     wanted = {request.key: request.scale_factor for request in requests}
+    if _plainly_usable(servers, wanted, gpus_of, every_request):
+        return
+    # Something is wrong: find the first fault, to name it.
     unknown = [key for key in gpus_of if key not in wanted]
     if unknown:
         raise fail(f"{_unit(unknown[0])} was not asked for")
@@ -202,6 +205,27 @@ def check_placement(
             if gpu in taken:
                 raise fail(f"GPU {gpu} is given to {_unit(key)} and to another unit")
             taken.add(gpu)
+
+
+def _plainly_usable(
+    servers: Sequence[Sequence[int]],
+    wanted: Mapping[UnitKey, int],
+    gpus_of: Mapping[UnitKey, Sequence[int]],
+    every_request: bool,
+) -> bool:
+    """Whether `check_placement` would pass, decided with set operations (it runs for every
+    round): every unit asked for (each one, if `every_request`) with as many GPUs as it needs,
+    all of them distinct and of `servers`."""
+    if every_request and len(gpus_of) != len(wanted):
+        return False
+    size_of = wanted.get
+    taken: list[int] = []
+    for key, gpus in gpus_of.items():
+        if size_of(key) != len(gpus):  # also a key not asked for (None)
+            return False
+        taken.extend(gpus)
+    distinct = set(taken)
+    return len(distinct) == len(taken) and distinct.issubset(chain.from_iterable(servers))
 
 
 def check_resource_placement(

@@ -15,6 +15,9 @@ from shock.core.resource_placement import GrantPart, ResourceGrant, ResourceRequ
 from shock.resources.catalog import profile_for_request
 from shock.resources.profiles import ResourceProfile
 
+# Named tuples built without their generated `__new__` (placements build thousands a round).
+_new_tuple = tuple.__new__
+
 # Rounding slack when comparing sums of CPU and memory amounts.
 EPSILON = 1e-9
 PerGpu = tuple[float, float]  # (CPUs, GB) per GPU
@@ -27,6 +30,12 @@ class ServerBook:
     free_cpus: float
     free_mem: float
     holdings: list[Holding] = field(default_factory=list)
+    # The server's CPUs and memory per GPU, kept: every unit placed asks for it.
+    fair_per_gpu: PerGpu = field(init=False)
+
+    def __post_init__(self) -> None:
+        server = self.server
+        self.fair_per_gpu = server.fair_cpus_per_gpu, server.fair_mem_gb_per_gpu
 
     def usable_gpus(self, per_gpu: PerGpu | None) -> int:
         """How many more GPUs could be taken here, each with `per_gpu` resources."""
@@ -39,10 +48,6 @@ class ServerBook:
         if memory > 0:
             count = min(count, int((self.free_mem + EPSILON) / memory))
         return count
-
-    @property
-    def fair_per_gpu(self) -> PerGpu:
-        return self.server.fair_cpus_per_gpu, self.server.fair_mem_gb_per_gpu
 
 
 @dataclass(slots=True)
@@ -81,11 +86,18 @@ class Placed:
         return min(speed(*holding.per_gpu) for holding in holdings)
 
     def grant(self) -> ResourceGrant:
+        holdings = self.holdings
+        if len(holdings) == 1:  # on one server: the common case, built without a generator
+            (h,) = holdings
+            count = len(h.gpus)
+            part = _new_tuple(GrantPart, (h.book.server.server_id, h.gpus, h.cpus, h.memory_gb))
+            speed = self.profile.speed(h.cpus / count, h.memory_gb / count)
+            return _new_tuple(ResourceGrant, ((part,), speed))
         parts = tuple(
-            GrantPart(h.book.server.server_id, h.gpus, h.cpus, h.memory_gb)
-            for h in self.holdings
+            _new_tuple(GrantPart, (h.book.server.server_id, h.gpus, h.cpus, h.memory_gb))
+            for h in holdings
         )
-        return ResourceGrant(parts, self.speed())
+        return _new_tuple(ResourceGrant, (parts, self.speed()))
 
 
 # A choice of GPUs: (server, which of its free GPUs).
@@ -127,9 +139,15 @@ class Books:
             kept = self._previous_choice(request, usable)
             if kept is not None:
                 return kept
-        fitting = [book for book in self.books if usable(book) >= need]
-        if fitting:
-            best = min(fitting, key=lambda b: (len(b.free_gpus), b.server.server_id))
+        # The fitting server with fewest free GPUs (then lowest id), in one pass.
+        best: ServerBook | None = None
+        best_rank = (0, 0)
+        for book in self.books:
+            if usable(book) >= need:
+                rank = (len(book.free_gpus), book.server.server_id)
+                if best is None or rank < best_rank:
+                    best, best_rank = book, rank
+        if best is not None:
             return [(best, tuple(best.free_gpus[:need]))]
         if not allow_spread:
             return None
@@ -169,22 +187,59 @@ class Books:
         profile: ResourceProfile | None = None,
     ) -> Placed:
         placed = Placed(request, profile or profile_for_request(request))
+        holdings = placed.holdings
         for book, gpus in choice:
-            if len(gpus) == 1 and gpus[0] in book.free_gpus:
-                book.free_gpus.remove(gpus[0])
-            else:
-                taken = set(gpus)
-                book.free_gpus = [gpu for gpu in book.free_gpus if gpu not in taken]
-            cpus, memory = per_gpu(book)
-            holding = Holding(book, placed, gpus, 0.0, 0.0)
-            holding.resize(cpus * len(gpus), memory * len(gpus))
+            cpus, memory = _take_from(book, gpus, per_gpu)
+            holding = Holding(book, placed, gpus, cpus, memory)
             book.holdings.append(holding)
-            placed.holdings.append(holding)
+            holdings.append(holding)
         self.placed[request.key] = placed
         return placed
 
+    def take_for_good(
+        self,
+        choice: GpuChoice,
+        per_gpu: Callable[[ServerBook], PerGpu],
+        profile: ResourceProfile,
+    ) -> ResourceGrant:
+        """`take(...).grant()` for a unit that is never resized or looked up again (nothing
+        is recorded but the free resources): placements that place each unit once."""
+        speed = profile.speed
+        if len(choice) == 1:
+            ((book, gpus),) = choice
+            cpus, memory = _take_from(book, gpus, per_gpu)
+            count = len(gpus)
+            part = _new_tuple(GrantPart, (book.server.server_id, gpus, cpus, memory))
+            return _new_tuple(ResourceGrant, ((part,), speed(cpus / count, memory / count)))
+        parts = []
+        for book, gpus in choice:
+            cpus, memory = _take_from(book, gpus, per_gpu)
+            parts.append(_new_tuple(GrantPart, (book.server.server_id, gpus, cpus, memory)))
+        # The slowest part, as `Placed.speed`.
+        slowest = min(speed(p.cpus / len(p.gpus), p.memory_gb / len(p.gpus)) for p in parts)
+        return _new_tuple(ResourceGrant, (tuple(parts), slowest))
+
     def grants(self) -> dict[UnitKey, ResourceGrant]:
         return {key: placed.grant() for key, placed in self.placed.items()}
+
+
+def _take_from(
+    book: ServerBook, gpus: tuple[int, ...], per_gpu: Callable[[ServerBook], PerGpu]
+) -> PerGpu:
+    """Take `gpus` (free) of `book` with `per_gpu(book)` each; the (CPUs, GB) taken."""
+    free = book.free_gpus
+    count = len(gpus)
+    if count == 1 and gpus[0] in free:
+        free.remove(gpus[0])
+    else:
+        taken = set(gpus)
+        book.free_gpus = [gpu for gpu in free if gpu not in taken]
+    cpus, memory = per_gpu(book)
+    cpus *= count
+    memory *= count
+    book.free_cpus -= cpus
+    book.free_mem -= memory
+    return cpus, memory
 
 
 def fair_share(book: ServerBook) -> PerGpu:

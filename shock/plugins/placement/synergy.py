@@ -99,13 +99,15 @@ def _each_with(
 ) -> dict[UnitKey, ResourceGrant]:
     """Place units in order, each with `demand(its profile)` per GPU, or not at all."""
     books = Books(servers)
+    grants: dict[UnitKey, ResourceGrant] = {}
     for request in requests:
         profile = profile_for_request(request)
         per_gpu = demand(profile)
         choice = books.choose_gpus(request, per_gpu)
         if choice is not None:
-            books.take(request, choice, per_gpu, profile)
-    return books.grants()
+            # No unit is revisited: its grant is final when it is placed.
+            grants[request.key] = books.take_for_good(choice, per_gpu, profile)
+    return grants
 
 
 class TunePlacement(_RepeatingPlacement):
