@@ -113,6 +113,7 @@ class Books:
             for server in servers
         ]
         self.book_of_gpu = {gpu: book for book in self.books for gpu in book.server.gpus}
+        self.book_of_server = {book.server.server_id: book for book in self.books}
         self.placed: dict[UnitKey, Placed] = {}
 
     def choose_gpus(
@@ -219,6 +220,20 @@ class Books:
         slowest = min(speed(p.cpus / len(p.gpus), p.memory_gb / len(p.gpus)) for p in parts)
         return _new_tuple(ResourceGrant, (tuple(parts), slowest))
 
+    def retakeable(self) -> bool:
+        """Whether `retake` can find each grant's servers (their ids are distinct)."""
+        return len(self.book_of_server) == len(self.books)
+
+    def retake(self, grant: ResourceGrant) -> None:
+        """Take again what `grant` holds, as `take_for_good` took it in books that were then
+        as these are now (the same GPUs, CPUs and memory taken, in the same order)."""
+        book_of_server = self.book_of_server
+        for server_id, gpus, cpus, memory in grant.parts:
+            book = book_of_server[server_id]
+            _take_gpus(book, gpus)
+            book.free_cpus -= cpus
+            book.free_mem -= memory
+
     def grants(self) -> dict[UnitKey, ResourceGrant]:
         return {key: placed.grant() for key, placed in self.placed.items()}
 
@@ -227,19 +242,23 @@ def _take_from(
     book: ServerBook, gpus: tuple[int, ...], per_gpu: Callable[[ServerBook], PerGpu]
 ) -> PerGpu:
     """Take `gpus` (free) of `book` with `per_gpu(book)` each; the (CPUs, GB) taken."""
-    free = book.free_gpus
+    _take_gpus(book, gpus)
     count = len(gpus)
-    if count == 1 and gpus[0] in free:
-        free.remove(gpus[0])
-    else:
-        taken = set(gpus)
-        book.free_gpus = [gpu for gpu in free if gpu not in taken]
     cpus, memory = per_gpu(book)
     cpus *= count
     memory *= count
     book.free_cpus -= cpus
     book.free_mem -= memory
     return cpus, memory
+
+
+def _take_gpus(book: ServerBook, gpus: tuple[int, ...]) -> None:
+    free = book.free_gpus
+    if len(gpus) == 1 and gpus[0] in free:
+        free.remove(gpus[0])
+    else:
+        taken = set(gpus)
+        book.free_gpus = [gpu for gpu in free if gpu not in taken]
 
 
 def fair_share(book: ServerBook) -> PerGpu:

@@ -13,6 +13,7 @@ Units arrive in the mechanism's priority order; each is placed in turn.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import UnitKey
@@ -67,47 +68,92 @@ class _RepeatingPlacement(_ResourcePlacement):
         raise NotImplementedError
 
 
-class ProportionalPlacement(_RepeatingPlacement):
+class _OneByOnePlacement(_RepeatingPlacement):
+    """Units placed in order, each with `_demand(its profile)` per GPU or not at all, and never
+    revisited: what a unit gets follows from the requests before it. A round whose requests
+    begin as the last round's did (a job left or arrived further down) takes those units' grants
+    again, as they were, and places only the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._record: _Record | None = None
+
+    @staticmethod
+    def _demand(profile: ResourceProfile) -> Callable[[ServerBook], PerGpu]:
+        raise NotImplementedError
+
+    def _place(
+        self, servers: list[ServerResources], requests: list[ResourceRequest]
+    ) -> dict[UnitKey, ResourceGrant]:
+        books = Books(servers)
+        grants: dict[UnitKey, ResourceGrant] = {}
+        given: list[ResourceGrant | None] = []  # per request, as `_Record.given`
+        record = self._record
+        if record is not None and record.servers == servers:
+            given = _retake_shared_start(books, requests, record, grants)
+        demand = self._demand
+        for request in requests[len(given) :]:
+            profile = profile_for_request(request)
+            per_gpu = demand(profile)
+            choice = books.choose_gpus(request, per_gpu)
+            grant = None
+            if choice is not None:
+                grant = grants[request.key] = books.take_for_good(choice, per_gpu, profile)
+            given.append(grant)
+        self._record = _Record(list(servers), list(requests), given)
+        return grants
+
+
+@dataclass(slots=True)
+class _Record:
+    """A call of a `_OneByOnePlacement`: its servers, requests and what each request was given
+    (None: it was left out)."""
+
+    servers: list[ServerResources]
+    requests: list[ResourceRequest]
+    given: list[ResourceGrant | None]
+
+
+def _retake_shared_start(
+    books: Books, requests: list[ResourceRequest], record: _Record, grants: _Grants
+) -> list[ResourceGrant | None]:
+    """Give the requests that begin `requests` as they began `record.requests` what they were
+    given then, taking it in `books` in the same order (so every amount left is as it was
+    then); what each was given (None: left out)."""
+    given: list[ResourceGrant | None] = []
+    if not books.retakeable():
+        return given
+    for new, old, grant in zip(requests, record.requests, record.given, strict=False):
+        if new != old:
+            break
+        if grant is not None:
+            books.retake(grant)
+            grants[new.key] = grant
+        given.append(grant)
+    return given
+
+
+class ProportionalPlacement(_OneByOnePlacement):
     name = "proportional"
     description = "GPU-proportional CPUs and memory (Synergy's baseline); gangs consolidated"
     # Synergy's simulator's baseline.
     default_for_presets = ("synergy",)
 
-    def _place(
-        self, servers: list[ServerResources], requests: list[ResourceRequest]
-    ) -> dict[UnitKey, ResourceGrant]:
-        return _each_with(servers, requests, lambda profile: fair_share)
+    @staticmethod
+    def _demand(profile: ResourceProfile) -> Callable[[ServerBook], PerGpu]:
+        return fair_share
 
 
-class GreedyPlacement(_RepeatingPlacement):
+class GreedyPlacement(_OneByOnePlacement):
     name = "greedy"
     description = "each job's best-case CPUs and memory, or it waits (Synergy-GREEDY)"
 
-    def _place(
-        self, servers: list[ServerResources], requests: list[ResourceRequest]
-    ) -> dict[UnitKey, ResourceGrant]:
-        return _each_with(servers, requests, best_case)
+    @staticmethod
+    def _demand(profile: ResourceProfile) -> Callable[[ServerBook], PerGpu]:
+        return best_case(profile)
 
     def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
         return profile_for(job_type).speedup
-
-
-def _each_with(
-    servers: list[ServerResources],
-    requests: list[ResourceRequest],
-    demand: Callable[[ResourceProfile], Callable[[ServerBook], PerGpu]],
-) -> dict[UnitKey, ResourceGrant]:
-    """Place units in order, each with `demand(its profile)` per GPU, or not at all."""
-    books = Books(servers)
-    grants: dict[UnitKey, ResourceGrant] = {}
-    for request in requests:
-        profile = profile_for_request(request)
-        per_gpu = demand(profile)
-        choice = books.choose_gpus(request, per_gpu)
-        if choice is not None:
-            # No unit is revisited: its grant is final when it is placed.
-            grants[request.key] = books.take_for_good(choice, per_gpu, profile)
-    return grants
 
 
 class TunePlacement(_RepeatingPlacement):
