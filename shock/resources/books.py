@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from shock.core.policy import UnitKey
 from shock.core.resource_placement import GrantPart, ResourceGrant, ResourceRequest, ServerResources
@@ -30,6 +31,7 @@ class ServerBook:
     free_cpus: float
     free_mem: float
     holdings: list[Holding] = field(default_factory=list)
+    index: int = 0  # its place in its `Books`
     # The server's CPUs and memory per GPU, kept: every unit placed asks for it.
     fair_per_gpu: PerGpu = field(init=False)
 
@@ -59,6 +61,7 @@ class Holding:
     gpus: tuple[int, ...]
     cpus: float
     memory_gb: float
+    slot: int = 0  # its place in its book's holdings
 
     @property
     def per_gpu(self) -> PerGpu:
@@ -75,6 +78,7 @@ class Placed:
     request: ResourceRequest
     profile: ResourceProfile
     holdings: list[Holding] = field(default_factory=list)
+    step: _Take | None = None  # its journal entry, where journaled
 
     def speed(self) -> float:
         speed = self.profile.speed
@@ -86,6 +90,21 @@ class Placed:
         return min(speed(*holding.per_gpu) for holding in holdings)
 
     def grant(self) -> ResourceGrant:
+        step = self.step
+        if step is not None:
+            # Placed from the same journal entry as a unit granted before, and holding the very
+            # amounts (the same float objects) that grant holds: that grant, as it is.
+            known = step.grant
+            if known is not None and all(
+                part.cpus is h.cpus and part.memory_gb is h.memory_gb
+                for part, h in zip(known.parts, self.holdings, strict=True)
+            ):
+                return known
+            step.grant = self._new_grant()
+            return step.grant
+        return self._new_grant()
+
+    def _new_grant(self) -> ResourceGrant:
         holdings = self.holdings
         if len(holdings) == 1:  # on one server: the common case, built without a generator
             (h,) = holdings
@@ -104,17 +123,42 @@ class Placed:
 GpuChoice = list[tuple[ServerBook, tuple[int, ...]]]
 
 
+@dataclass(slots=True)
+class _Take:
+    """A unit placed: its parts as (book index, GPUs, CPUs, GB); and the grant last built for
+    a unit placed so (see `Placed.grant`)."""
+
+    request: ResourceRequest
+    profile: ResourceProfile
+    parts: tuple[tuple[int, tuple[int, ...], float, float], ...]
+    grant: ResourceGrant | None = None
+
+
+class _Resize(NamedTuple):
+    """A unit's part cut to these amounts: by its book's index and its slot there."""
+
+    book: int
+    slot: int
+    cpus: float
+    memory_gb: float
+
+
+Journal = list[_Take | _Resize]
+
+
 class Books:
     """The servers of one worker type while a round's units are placed."""
 
     def __init__(self, servers: list[ServerResources]) -> None:
         self.books = [
-            ServerBook(server, list(server.gpus), server.cpus, server.memory_gb)
-            for server in servers
+            ServerBook(server, list(server.gpus), server.cpus, server.memory_gb, index=index)
+            for index, server in enumerate(servers)
         ]
         self.book_of_gpu = {gpu: book for book in self.books for gpu in book.server.gpus}
         self.book_of_server = {book.server.server_id: book for book in self.books}
         self.placed: dict[UnitKey, Placed] = {}
+        # Where set, every take and resize is appended here, to be replayed (`replay`).
+        self.journal: Journal | None = None
 
     def choose_gpus(
         self,
@@ -191,11 +235,42 @@ class Books:
         holdings = placed.holdings
         for book, gpus in choice:
             cpus, memory = _take_from(book, gpus, per_gpu)
-            holding = Holding(book, placed, gpus, cpus, memory)
+            holding = Holding(book, placed, gpus, cpus, memory, len(book.holdings))
             book.holdings.append(holding)
             holdings.append(holding)
         self.placed[request.key] = placed
+        if self.journal is not None:
+            parts = tuple((h.book.index, h.gpus, h.cpus, h.memory_gb) for h in holdings)
+            placed.step = _Take(request, placed.profile, parts)
+            self.journal.append(placed.step)
         return placed
+
+    def resize(self, holding: Holding, cpus: float, memory_gb: float) -> None:
+        """`holding.resize`, journaled."""
+        if self.journal is not None:
+            self.journal.append(_Resize(holding.book.index, holding.slot, cpus, memory_gb))
+        holding.resize(cpus, memory_gb)
+
+    def replay(self, journal: Journal) -> None:
+        """Take and resize again what `journal` records, in books that were then as these are
+        now: every unit placed and every amount left ends as it did then."""
+        books = self.books
+        for step in journal:
+            if isinstance(step, _Resize):
+                books[step.book].holdings[step.slot].resize(step.cpus, step.memory_gb)
+                continue
+            placed = Placed(step.request, step.profile, step=step)
+            for index, gpus, cpus, memory in step.parts:
+                book = books[index]
+                _take_gpus(book, gpus)
+                book.free_cpus -= cpus
+                book.free_mem -= memory
+                holding = Holding(book, placed, gpus, cpus, memory, len(book.holdings))
+                book.holdings.append(holding)
+                placed.holdings.append(holding)
+            self.placed[step.request.key] = placed
+        if self.journal is not None:
+            self.journal.extend(journal)
 
     def take_for_good(
         self,
@@ -279,13 +354,14 @@ def capped_best_case(profile: ResourceProfile, gpus: int) -> Callable[[ServerBoo
     server gets the fair share (Synergy's simulator caps a job's demand at `per_server_size`
     the same way, `jobs/workload.py` `add_synergy_profile`)."""
 
+    best_cpus, best_mem = profile.best_cpus_per_gpu, profile.best_mem_gb_per_gpu
+
     def per_gpu(book: ServerBook) -> PerGpu:
         server = book.server
         if gpus > len(server.gpus):
             return book.fair_per_gpu
-        return (
-            min(profile.best_cpus_per_gpu, server.cpus / gpus),
-            min(profile.best_mem_gb_per_gpu, server.memory_gb / gpus),
-        )
+        # min(best, cap), spelled out: this runs for every server a unit may go to.
+        cpus, memory = server.cpus / gpus, server.memory_gb / gpus
+        return (cpus if cpus < best_cpus else best_cpus, memory if memory < best_mem else best_mem)
 
     return per_gpu

@@ -21,6 +21,7 @@ from shock.core.resource_placement import ResourceGrant, ResourceRequest, Server
 from shock.resources.books import (
     EPSILON,
     Books,
+    Journal,
     PerGpu,
     ServerBook,
     best_case,
@@ -156,6 +157,17 @@ class GreedyPlacement(_OneByOnePlacement):
         return profile_for(job_type).speedup
 
 
+@dataclass(slots=True)
+class _TuneRecord:
+    """A call of tune: its servers and requests, the journal of its books and where in it
+    each request's steps end."""
+
+    servers: list[ServerResources]
+    requests: list[ResourceRequest]
+    journal: Journal
+    ends: list[int]
+
+
 class TunePlacement(_RepeatingPlacement):
     name = "tune"
     description = (
@@ -163,12 +175,32 @@ class TunePlacement(_RepeatingPlacement):
         "holding more if need be (Synergy-TUNE)"
     )
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._record: _TuneRecord | None = None
+
     def _place(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
         books = Books(servers)
-        for request in requests:
+        journal: Journal = []
+        books.journal = journal
+        ends: list[int] = []  # per request placed: the journal's length after it
+        record = self._record
+        if record is not None and record.servers == servers:
+            # The requests that begin as they began last round are placed as they were then.
+            shared = 0
+            for new, old in zip(requests, record.requests, strict=False):
+                if new != old:
+                    break
+                shared += 1
+            if shared:
+                books.replay(record.journal[: record.ends[shared - 1]])
+                ends = record.ends[:shared]
+        for request in requests[len(ends) :]:
             place_tuned(books, request)
+            ends.append(len(journal))
+        self._record = _TuneRecord(list(servers), list(requests), journal, ends)
         return books.grants()
 
     def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
@@ -210,7 +242,9 @@ def place_tuned(books: Books, request: ResourceRequest) -> bool:
         return False
     for book, gpus in choice:
         cpus, memory = demand(book)
-        _cut_back_peers(book, cpus * len(gpus) - book.free_cpus, memory * len(gpus) - book.free_mem)
+        _cut_back_peers(
+            books, book, cpus * len(gpus) - book.free_cpus, memory * len(gpus) - book.free_mem
+        )
     books.take(request, choice, demand, profile)
     return True
 
@@ -220,7 +254,9 @@ def _above_fair(per_gpu: PerGpu, book: ServerBook) -> bool:
     return per_gpu[0] > fair_cpus + EPSILON or per_gpu[1] > fair_mem + EPSILON
 
 
-def _cut_back_peers(book: ServerBook, cpus_needed: float, mem_needed: float) -> None:
+def _cut_back_peers(
+    books: Books, book: ServerBook, cpus_needed: float, mem_needed: float
+) -> None:
     """Cut units on this server back to the fair share (on every server they span), in
     Synergy's order: units on fewest servers first, then the most CPUs per GPU, then the most
     memory per GPU, until the amounts needed are free here. A unit below the fair share in a
@@ -236,7 +272,9 @@ def _cut_back_peers(book: ServerBook, cpus_needed: float, mem_needed: float) -> 
         for part in holding.placed.holdings:
             fair_cpus, fair_mem = part.book.fair_per_gpu
             count = len(part.gpus)
-            part.resize(min(part.cpus, fair_cpus * count), min(part.memory_gb, fair_mem * count))
+            books.resize(
+                part, min(part.cpus, fair_cpus * count), min(part.memory_gb, fair_mem * count)
+            )
         cpus_needed -= before_cpus - holding.cpus
         mem_needed -= before_mem - holding.memory_gb
 
