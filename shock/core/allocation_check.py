@@ -235,5 +235,18 @@ def check_resource_placement(
     grants: Mapping[UnitKey, Any],
 ) -> None:
     """`check_placement` for a resource-aware placement's grants (it may leave units out)."""
+    # One pass over the grants decides the common case (all usable); else the detailed check
+    # finds and names the first fault.
+    size_of = {request.key: request.scale_factor for request in requests}.get
+    taken: list[int] = []
+    for key, grant in grants.items():
+        gpus = grant.gpus
+        if size_of(key) != len(gpus):  # also a unit not asked for (None)
+            break
+        taken.extend(gpus)
+    else:
+        distinct = set(taken)
+        if len(distinct) == len(taken) and distinct.issubset(chain.from_iterable(servers)):
+            return
     gpus_of = {key: grant.gpus for key, grant in grants.items()}
     check_placement(placement, servers, requests, gpus_of, every_request=False)
