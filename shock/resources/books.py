@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from shock.core.policy import UnitKey
 from shock.core.resource_placement import GrantPart, ResourceGrant, ResourceRequest, ServerResources
@@ -31,7 +30,6 @@ class ServerBook:
     free_cpus: float
     free_mem: float
     holdings: list[Holding] = field(default_factory=list)
-    index: int = 0  # its place in its `Books`
     # The server's CPUs and memory per GPU, kept: every unit placed asks for it.
     fair_per_gpu: PerGpu = field(init=False)
 
@@ -61,7 +59,6 @@ class Holding:
     gpus: tuple[int, ...]
     cpus: float
     memory_gb: float
-    slot: int = 0  # its place in its book's holdings
 
     @property
     def per_gpu(self) -> PerGpu:
@@ -71,6 +68,7 @@ class Holding:
         self.book.free_cpus += self.cpus - cpus
         self.book.free_mem += self.memory_gb - memory_gb
         self.cpus, self.memory_gb = cpus, memory_gb
+        self.placed.granted = None
 
 
 @dataclass(slots=True)
@@ -78,7 +76,8 @@ class Placed:
     request: ResourceRequest
     profile: ResourceProfile
     holdings: list[Holding] = field(default_factory=list)
-    step: _Take | None = None  # its journal entry, where journaled
+    # Its grant, once built; dropped whenever a part is resized.
+    granted: ResourceGrant | None = None
 
     def speed(self) -> float:
         speed = self.profile.speed
@@ -90,19 +89,10 @@ class Placed:
         return min(speed(*holding.per_gpu) for holding in holdings)
 
     def grant(self) -> ResourceGrant:
-        step = self.step
-        if step is not None:
-            # Placed from the same journal entry as a unit granted before, and holding the very
-            # amounts (the same float objects) that grant holds: that grant, as it is.
-            known = step.grant
-            if known is not None and all(
-                part.cpus is h.cpus and part.memory_gb is h.memory_gb
-                for part, h in zip(known.parts, self.holdings, strict=True)
-            ):
-                return known
-            step.grant = self._new_grant()
-            return step.grant
-        return self._new_grant()
+        granted = self.granted
+        if granted is None:
+            granted = self.granted = self._new_grant()
+        return granted
 
     def _new_grant(self) -> ResourceGrant:
         holdings = self.holdings
@@ -125,22 +115,23 @@ GpuChoice = list[tuple[ServerBook, tuple[int, ...]]]
 
 @dataclass(slots=True)
 class _Take:
-    """A unit placed: its parts as (book index, GPUs, CPUs, GB); and the grant last built for
-    a unit placed so (see `Placed.grant`)."""
+    """A unit placed, and what it changed: the unit its key stood for before (None: none) and
+    each of its servers' free GPUs, CPUs and memory before."""
 
-    request: ResourceRequest
-    profile: ResourceProfile
-    parts: tuple[tuple[int, tuple[int, ...], float, float], ...]
-    grant: ResourceGrant | None = None
+    placed: Placed
+    replaced: Placed | None
+    before: list[tuple[ServerBook, list[int], float, float]]
 
 
-class _Resize(NamedTuple):
-    """A unit's part cut to these amounts: by its book's index and its slot there."""
+@dataclass(slots=True)
+class _Resize:
+    """A unit's part resized: its CPUs and memory, and its server's free ones, before."""
 
-    book: int
-    slot: int
+    holding: Holding
     cpus: float
     memory_gb: float
+    free_cpus: float
+    free_mem: float
 
 
 Journal = list[_Take | _Resize]
@@ -151,13 +142,13 @@ class Books:
 
     def __init__(self, servers: list[ServerResources]) -> None:
         self.books = [
-            ServerBook(server, list(server.gpus), server.cpus, server.memory_gb, index=index)
-            for index, server in enumerate(servers)
+            ServerBook(server, list(server.gpus), server.cpus, server.memory_gb)
+            for server in servers
         ]
         self.book_of_gpu = {gpu: book for book in self.books for gpu in book.server.gpus}
         self.book_of_server = {book.server.server_id: book for book in self.books}
         self.placed: dict[UnitKey, Placed] = {}
-        # Where set, every take and resize is appended here, to be replayed (`replay`).
+        # Where set, every take and resize is appended here, to be undone (`undo`).
         self.journal: Journal | None = None
 
     def choose_gpus(
@@ -232,45 +223,50 @@ class Books:
         profile: ResourceProfile | None = None,
     ) -> Placed:
         placed = Placed(request, profile or profile_for_request(request))
+        if self.journal is not None:
+            before = [
+                (book, list(book.free_gpus), book.free_cpus, book.free_mem) for book, _ in choice
+            ]
+            self.journal.append(_Take(placed, self.placed.get(request.key), before))
         holdings = placed.holdings
         for book, gpus in choice:
             cpus, memory = _take_from(book, gpus, per_gpu)
-            holding = Holding(book, placed, gpus, cpus, memory, len(book.holdings))
+            holding = Holding(book, placed, gpus, cpus, memory)
             book.holdings.append(holding)
             holdings.append(holding)
         self.placed[request.key] = placed
-        if self.journal is not None:
-            parts = tuple((h.book.index, h.gpus, h.cpus, h.memory_gb) for h in holdings)
-            placed.step = _Take(request, placed.profile, parts)
-            self.journal.append(placed.step)
         return placed
 
     def resize(self, holding: Holding, cpus: float, memory_gb: float) -> None:
         """`holding.resize`, journaled."""
         if self.journal is not None:
-            self.journal.append(_Resize(holding.book.index, holding.slot, cpus, memory_gb))
+            book = holding.book
+            self.journal.append(
+                _Resize(holding, holding.cpus, holding.memory_gb, book.free_cpus, book.free_mem)
+            )
         holding.resize(cpus, memory_gb)
 
-    def replay(self, journal: Journal) -> None:
-        """Take and resize again what `journal` records, in books that were then as these are
-        now: every unit placed and every amount left ends as it did then."""
-        books = self.books
-        for step in journal:
+    def undo(self, length: int) -> None:
+        """Undo the journal's steps after its first `length`, last first: the books are then
+        exactly as they were after those (every amount restored, not recomputed)."""
+        journal = self.journal
+        assert journal is not None
+        while len(journal) > length:
+            step = journal.pop()
             if isinstance(step, _Resize):
-                books[step.book].holdings[step.slot].resize(step.cpus, step.memory_gb)
+                holding = step.holding
+                holding.cpus, holding.memory_gb = step.cpus, step.memory_gb
+                holding.book.free_cpus, holding.book.free_mem = step.free_cpus, step.free_mem
+                holding.placed.granted = None
                 continue
-            placed = Placed(step.request, step.profile, step=step)
-            for index, gpus, cpus, memory in step.parts:
-                book = books[index]
-                _take_gpus(book, gpus)
-                book.free_cpus -= cpus
-                book.free_mem -= memory
-                holding = Holding(book, placed, gpus, cpus, memory, len(book.holdings))
-                book.holdings.append(holding)
-                placed.holdings.append(holding)
-            self.placed[step.request.key] = placed
-        if self.journal is not None:
-            self.journal.extend(journal)
+            for book, free_gpus, free_cpus, free_mem in reversed(step.before):
+                book.holdings.pop()  # its holding: the last taken there
+                book.free_gpus, book.free_cpus, book.free_mem = free_gpus, free_cpus, free_mem
+            key = step.placed.request.key
+            if step.replaced is None:
+                del self.placed[key]
+            else:
+                self.placed[key] = step.replaced
 
     def take_for_good(
         self,

@@ -21,7 +21,6 @@ from shock.core.resource_placement import ResourceGrant, ResourceRequest, Server
 from shock.resources.books import (
     EPSILON,
     Books,
-    Journal,
     PerGpu,
     ServerBook,
     best_case,
@@ -159,12 +158,12 @@ class GreedyPlacement(_OneByOnePlacement):
 
 @dataclass(slots=True)
 class _TuneRecord:
-    """A call of tune: its servers and requests, the journal of its books and where in it
-    each request's steps end."""
+    """A call of tune: its servers and requests, its books (journaled) as it left them, and
+    where in their journal each request's steps end."""
 
     servers: list[ServerResources]
     requests: list[ResourceRequest]
-    journal: Journal
+    books: Books
     ends: list[int]
 
 
@@ -182,25 +181,28 @@ class TunePlacement(_RepeatingPlacement):
     def _place(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
-        books = Books(servers)
-        journal: Journal = []
-        books.journal = journal
-        ends: list[int] = []  # per request placed: the journal's length after it
-        record = self._record
+        record, self._record = self._record, None  # kept again once this call succeeds
         if record is not None and record.servers == servers:
-            # The requests that begin as they began last round are placed as they were then.
+            # The requests that begin as they began last round stay placed as they were then;
+            # what the others did is undone.
+            books = record.books
             shared = 0
             for new, old in zip(requests, record.requests, strict=False):
                 if new != old:
                     break
                 shared += 1
-            if shared:
-                books.replay(record.journal[: record.ends[shared - 1]])
-                ends = record.ends[:shared]
+            ends = record.ends[:shared]
+            books.undo(ends[-1] if ends else 0)
+        else:
+            books = Books(servers)
+            books.journal = []
+            ends = []
+        journal = books.journal
+        assert journal is not None
         for request in requests[len(ends) :]:
             place_tuned(books, request)
             ends.append(len(journal))
-        self._record = _TuneRecord(list(servers), list(requests), journal, ends)
+        self._record = _TuneRecord(list(servers), list(requests), books, ends)
         return books.grants()
 
     def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
