@@ -116,9 +116,10 @@ GpuChoice = list[tuple[ServerBook, tuple[int, ...]]]
 @dataclass(slots=True)
 class _Take:
     """A unit placed, and what it changed: the unit its key stood for before (None: none) and
-    each of its servers' free GPUs, CPUs and memory before."""
+    each of its servers' free GPUs, CPUs and memory before. Taken for good (`take_for_good`):
+    no unit, nothing else changed."""
 
-    placed: Placed
+    placed: Placed | None
     replaced: Placed | None
     before: list[tuple[ServerBook, list[int], float, float]]
 
@@ -146,7 +147,6 @@ class Books:
             for server in servers
         ]
         self.book_of_gpu = {gpu: book for book in self.books for gpu in book.server.gpus}
-        self.book_of_server = {book.server.server_id: book for book in self.books}
         self.placed: dict[UnitKey, Placed] = {}
         # Where set, every take and resize is appended here, to be undone (`undo`).
         self.journal: Journal | None = None
@@ -224,10 +224,7 @@ class Books:
     ) -> Placed:
         placed = Placed(request, profile or profile_for_request(request))
         if self.journal is not None:
-            before = [
-                (book, list(book.free_gpus), book.free_cpus, book.free_mem) for book, _ in choice
-            ]
-            self.journal.append(_Take(placed, self.placed.get(request.key), before))
+            self.journal.append(_Take(placed, self.placed.get(request.key), _before(choice)))
         holdings = placed.holdings
         for book, gpus in choice:
             cpus, memory = _take_from(book, gpus, per_gpu)
@@ -259,14 +256,17 @@ class Books:
                 holding.book.free_cpus, holding.book.free_mem = step.free_cpus, step.free_mem
                 holding.placed.granted = None
                 continue
+            placed = step.placed
             for book, free_gpus, free_cpus, free_mem in reversed(step.before):
-                book.holdings.pop()  # its holding: the last taken there
+                if placed is not None:
+                    book.holdings.pop()  # its holding: the last taken there
                 book.free_gpus, book.free_cpus, book.free_mem = free_gpus, free_cpus, free_mem
-            key = step.placed.request.key
+            if placed is None:
+                continue
             if step.replaced is None:
-                del self.placed[key]
+                del self.placed[placed.request.key]
             else:
-                self.placed[key] = step.replaced
+                self.placed[placed.request.key] = step.replaced
 
     def take_for_good(
         self,
@@ -276,6 +276,8 @@ class Books:
     ) -> ResourceGrant:
         """`take(...).grant()` for a unit that is never resized or looked up again (nothing
         is recorded but the free resources): placements that place each unit once."""
+        if self.journal is not None:
+            self.journal.append(_Take(None, None, _before(choice)))
         speed = profile.speed
         if len(choice) == 1:
             ((book, gpus),) = choice
@@ -291,22 +293,14 @@ class Books:
         slowest = min(speed(p.cpus / len(p.gpus), p.memory_gb / len(p.gpus)) for p in parts)
         return _new_tuple(ResourceGrant, (tuple(parts), slowest))
 
-    def retakeable(self) -> bool:
-        """Whether `retake` can find each grant's servers (their ids are distinct)."""
-        return len(self.book_of_server) == len(self.books)
-
-    def retake(self, grant: ResourceGrant) -> None:
-        """Take again what `grant` holds, as `take_for_good` took it in books that were then
-        as these are now (the same GPUs, CPUs and memory taken, in the same order)."""
-        book_of_server = self.book_of_server
-        for server_id, gpus, cpus, memory in grant.parts:
-            book = book_of_server[server_id]
-            _take_gpus(book, gpus)
-            book.free_cpus -= cpus
-            book.free_mem -= memory
-
     def grants(self) -> dict[UnitKey, ResourceGrant]:
         return {key: placed.grant() for key, placed in self.placed.items()}
+
+
+def _before(choice: GpuChoice) -> list[tuple[ServerBook, list[int], float, float]]:
+    """What a take of `choice` changes, as it is before: each server's free GPUs (a copy), CPUs
+    and memory."""
+    return [(book, list(book.free_gpus), book.free_cpus, book.free_mem) for book, _ in choice]
 
 
 def _take_from(

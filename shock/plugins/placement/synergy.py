@@ -68,15 +68,48 @@ class _RepeatingPlacement(_ResourcePlacement):
         raise NotImplementedError
 
 
+@dataclass(slots=True)
+class _Round:
+    """A placement's last call: its servers and requests, its books (journaled) as it left
+    them, where in their journal each request's steps end, and what each request was given
+    (None: left out), where the placement keeps that."""
+
+    servers: list[ServerResources]
+    requests: list[ResourceRequest]
+    books: Books
+    ends: list[int]
+    given: list[ResourceGrant | None]
+
+
+def _resume(
+    last: _Round | None, servers: list[ServerResources], requests: list[ResourceRequest]
+) -> tuple[Books, list[int], list[ResourceGrant | None]]:
+    """Books in which the requests that begin `requests` as they began `last.requests` are
+    placed as they were then (the steps of the others undone): the books, and `last.ends` and
+    `last.given` of those requests. Fresh books where `last` placed on other servers."""
+    if last is None or last.servers != servers:
+        books = Books(servers)
+        books.journal = []
+        return books, [], []
+    shared = 0
+    for new, old in zip(requests, last.requests, strict=False):
+        if new != old:
+            break
+        shared += 1
+    ends = last.ends[:shared]
+    last.books.undo(ends[-1] if ends else 0)
+    return last.books, ends, last.given[:shared]
+
+
 class _OneByOnePlacement(_RepeatingPlacement):
     """Units placed in order, each with `_demand(its profile)` per GPU or not at all, and never
     revisited: what a unit gets follows from the requests before it. A round whose requests
-    begin as the last round's did (a job left or arrived further down) takes those units' grants
-    again, as they were, and places only the rest."""
+    begin as the last round's did (a job left or arrived further down) keeps those units'
+    grants and places only the rest."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._record: _Record | None = None
+        self._last_round: _Round | None = None
 
     @staticmethod
     def _demand(profile: ResourceProfile) -> Callable[[ServerBook], PerGpu]:
@@ -85,52 +118,26 @@ class _OneByOnePlacement(_RepeatingPlacement):
     def _place(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
-        books = Books(servers)
-        grants: dict[UnitKey, ResourceGrant] = {}
-        given: list[ResourceGrant | None] = []  # per request, as `_Record.given`
-        record = self._record
-        if record is not None and record.servers == servers:
-            given = _retake_shared_start(books, requests, record, grants)
+        last, self._last_round = self._last_round, None  # kept again once this call succeeds
+        books, ends, given = _resume(last, servers, requests)
+        journal = books.journal
+        assert journal is not None
         demand = self._demand
-        for request in requests[len(given) :]:
+        for request in requests[len(ends) :]:
             profile = profile_for_request(request)
             per_gpu = demand(profile)
             choice = books.choose_gpus(request, per_gpu)
             grant = None
             if choice is not None:
-                grant = grants[request.key] = books.take_for_good(choice, per_gpu, profile)
+                grant = books.take_for_good(choice, per_gpu, profile)
             given.append(grant)
-        self._record = _Record(list(servers), list(requests), given)
-        return grants
-
-
-@dataclass(slots=True)
-class _Record:
-    """A call of a `_OneByOnePlacement`: its servers, requests and what each request was given
-    (None: it was left out)."""
-
-    servers: list[ServerResources]
-    requests: list[ResourceRequest]
-    given: list[ResourceGrant | None]
-
-
-def _retake_shared_start(
-    books: Books, requests: list[ResourceRequest], record: _Record, grants: _Grants
-) -> list[ResourceGrant | None]:
-    """Give the requests that begin `requests` as they began `record.requests` what they were
-    given then, taking it in `books` in the same order (so every amount left is as it was
-    then); what each was given (None: left out)."""
-    given: list[ResourceGrant | None] = []
-    if not books.retakeable():
-        return given
-    for new, old, grant in zip(requests, record.requests, record.given, strict=False):
-        if new != old:
-            break
-        if grant is not None:
-            books.retake(grant)
-            grants[new.key] = grant
-        given.append(grant)
-    return given
+            ends.append(len(journal))
+        self._last_round = _Round(list(servers), list(requests), books, ends, given)
+        return {
+            request.key: grant
+            for request, grant in zip(requests, given, strict=True)
+            if grant is not None
+        }
 
 
 class ProportionalPlacement(_OneByOnePlacement):
@@ -156,17 +163,6 @@ class GreedyPlacement(_OneByOnePlacement):
         return profile_for(job_type).speedup
 
 
-@dataclass(slots=True)
-class _TuneRecord:
-    """A call of tune: its servers and requests, its books (journaled) as it left them, and
-    where in their journal each request's steps end."""
-
-    servers: list[ServerResources]
-    requests: list[ResourceRequest]
-    books: Books
-    ends: list[int]
-
-
 class TunePlacement(_RepeatingPlacement):
     name = "tune"
     description = (
@@ -176,33 +172,20 @@ class TunePlacement(_RepeatingPlacement):
 
     def __init__(self) -> None:
         super().__init__()
-        self._record: _TuneRecord | None = None
+        self._last_round: _Round | None = None
 
     def _place(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
-        record, self._record = self._record, None  # kept again once this call succeeds
-        if record is not None and record.servers == servers:
-            # The requests that begin as they began last round stay placed as they were then;
-            # what the others did is undone.
-            books = record.books
-            shared = 0
-            for new, old in zip(requests, record.requests, strict=False):
-                if new != old:
-                    break
-                shared += 1
-            ends = record.ends[:shared]
-            books.undo(ends[-1] if ends else 0)
-        else:
-            books = Books(servers)
-            books.journal = []
-            ends = []
+        last, self._last_round = self._last_round, None  # kept again once this call succeeds
+        # The requests that begin as they began last round stay placed as they were then.
+        books, ends, _ = _resume(last, servers, requests)
         journal = books.journal
         assert journal is not None
         for request in requests[len(ends) :]:
             place_tuned(books, request)
             ends.append(len(journal))
-        self._record = _TuneRecord(list(servers), list(requests), books, ends)
+        self._last_round = _Round(list(servers), list(requests), books, ends, [])
         return books.grants()
 
     def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
