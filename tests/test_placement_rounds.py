@@ -1,6 +1,7 @@
 """Resource-aware placements that remember the last round (to place again only the requests
 after those both rounds share) give exactly what a placement meeting each round afresh gives,
-round after round, as jobs leave and arrive and keep their GPUs."""
+round after round, as jobs leave and arrive and keep their GPUs, on one worker type after
+another."""
 
 from __future__ import annotations
 
@@ -65,14 +66,20 @@ def test_remembering_places_as_a_fresh_placement(
     make: Callable[[], ResourcePlacement], instance: Rounds
 ) -> None:
     servers, sequence = instance
+    # A second worker type: the same servers with other GPU ids, placed in turn with the first
+    # (as the mechanism does, one call per worker type), the odd jobs only.
+    others = [server._replace(gpus=tuple(gpu + 1000 for gpu in server.gpus)) for server in servers]
     remembering = make()
-    previous: dict[int, tuple[int, ...]] = {}
+    previous: dict[int, dict[int, tuple[int, ...]]] = {0: {}, 1: {}}
     for jobs in sequence:
-        requests = [
-            ResourceRequest(key, size, model, previous.get(key)) for key, size, model in jobs
-        ]
-        got = remembering.place_with_resources(servers, requests)
-        fresh = make().place_with_resources(servers, requests)
-        # repr: the same floats to the last bit, in the same order.
-        assert repr(list(got.items())) == repr(list(fresh.items()))
-        previous = {key: grant.gpus for key, grant in got.items()}
+        for kind, kind_servers in enumerate((servers, others)):
+            requests = [
+                ResourceRequest(key, size, model, previous[kind].get(key))
+                for key, size, model in jobs
+                if kind == 0 or key % 2
+            ]
+            got = remembering.place_with_resources(kind_servers, requests)
+            fresh = make().place_with_resources(kind_servers, requests)
+            # repr: the same floats to the last bit, in the same order.
+            assert repr(list(got.items())) == repr(list(fresh.items()))
+            previous[kind] = {key: grant.gpus for key, grant in got.items()}

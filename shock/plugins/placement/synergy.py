@@ -81,12 +81,34 @@ class _Round:
     given: list[ResourceGrant | None]
 
 
+class _Rounds:
+    """The last call of a placement on each list of servers (each worker type's)."""
+
+    # Bounds what is kept: clusters have a few worker types.
+    LIMIT = 16
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[ServerResources, ...], _Round] = {}
+
+    def resume(
+        self, servers: list[ServerResources], requests: list[ResourceRequest]
+    ) -> tuple[Books, list[int], list[ResourceGrant | None]]:
+        """`_resume` from the last call on these servers; it is forgotten until `keep`
+        (a call that fails leaves nothing half done behind)."""
+        return _resume(self._last.pop(tuple(servers), None), servers, requests)
+
+    def keep(self, last: _Round) -> None:
+        if len(self._last) >= self.LIMIT:
+            self._last.clear()
+        self._last[tuple(last.servers)] = last
+
+
 def _resume(
     last: _Round | None, servers: list[ServerResources], requests: list[ResourceRequest]
 ) -> tuple[Books, list[int], list[ResourceGrant | None]]:
     """Books in which the requests that begin `requests` as they began `last.requests` are
     placed as they were then (the steps of the others undone): the books, and `last.ends` and
-    `last.given` of those requests. Fresh books where `last` placed on other servers."""
+    `last.given` of those requests. Fresh books where there is no `last` on these servers."""
     if last is None or last.servers != servers:
         books = Books(servers)
         books.journal = []
@@ -109,7 +131,7 @@ class _OneByOnePlacement(_RepeatingPlacement):
 
     def __init__(self) -> None:
         super().__init__()
-        self._last_round: _Round | None = None
+        self._rounds = _Rounds()
 
     @staticmethod
     def _demand(profile: ResourceProfile) -> Callable[[ServerBook], PerGpu]:
@@ -118,8 +140,7 @@ class _OneByOnePlacement(_RepeatingPlacement):
     def _place(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
-        last, self._last_round = self._last_round, None  # kept again once this call succeeds
-        books, ends, given = _resume(last, servers, requests)
+        books, ends, given = self._rounds.resume(servers, requests)
         journal = books.journal
         assert journal is not None
         demand = self._demand
@@ -132,7 +153,7 @@ class _OneByOnePlacement(_RepeatingPlacement):
                 grant = books.take_for_good(choice, per_gpu, profile)
             given.append(grant)
             ends.append(len(journal))
-        self._last_round = _Round(list(servers), list(requests), books, ends, given)
+        self._rounds.keep(_Round(list(servers), list(requests), books, ends, given))
         return {
             request.key: grant
             for request, grant in zip(requests, given, strict=True)
@@ -172,20 +193,19 @@ class TunePlacement(_RepeatingPlacement):
 
     def __init__(self) -> None:
         super().__init__()
-        self._last_round: _Round | None = None
+        self._rounds = _Rounds()
 
     def _place(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
-        last, self._last_round = self._last_round, None  # kept again once this call succeeds
         # The requests that begin as they began last round stay placed as they were then.
-        books, ends, _ = _resume(last, servers, requests)
+        books, ends, _ = self._rounds.resume(servers, requests)
         journal = books.journal
         assert journal is not None
         for request in requests[len(ends) :]:
             place_tuned(books, request)
             ends.append(len(journal))
-        self._last_round = _Round(list(servers), list(requests), books, ends, [])
+        self._rounds.keep(_Round(list(servers), list(requests), books, ends, []))
         return books.grants()
 
     def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
@@ -239,9 +259,7 @@ def _above_fair(per_gpu: PerGpu, book: ServerBook) -> bool:
     return per_gpu[0] > fair_cpus + EPSILON or per_gpu[1] > fair_mem + EPSILON
 
 
-def _cut_back_peers(
-    books: Books, book: ServerBook, cpus_needed: float, mem_needed: float
-) -> None:
+def _cut_back_peers(books: Books, book: ServerBook, cpus_needed: float, mem_needed: float) -> None:
     """Cut units on this server back to the fair share (on every server they span), in
     Synergy's order: units on fewest servers first, then the most CPUs per GPU, then the most
     memory per GPU, until the amounts needed are free here. A unit below the fair share in a
