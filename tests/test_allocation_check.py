@@ -12,11 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from instances import generated_input
 
-from shock.core.allocation_check import PluginOutputError, check_allocation
+from shock.core.allocation_check import (
+    PluginOutputError,
+    check_allocation,
+    check_resource_placement,
+)
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.placement import PlacementRequest
 from shock.core.plugins import PluginRegistry, default_registry, load_plugins
 from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
+from shock.core.resource_placement import GrantPart, ResourceGrant, ResourceRequest
 from shock.core.runner import RunOptions, bundled_trace_path, run
 from shock.core.solver import SolverSpec
 
@@ -257,3 +262,59 @@ def test_a_broken_placement_stops_the_run_naming_the_placement(breakage: str) ->
     message = str(error.value)
     assert f"placement '{placement.name}'" in message
     assert PLACEMENT_BREAKAGES[breakage] in message, message
+
+
+# ------------------------------------------------------------------ broken resource placements
+
+
+def _grant(*parts: tuple[int, tuple[int, ...]]) -> ResourceGrant:
+    return ResourceGrant(
+        tuple(GrantPart(server, gpus, 3.0 * len(gpus), 62.5 * len(gpus)) for server, gpus in parts),
+        1.0,
+    )
+
+
+RESOURCE_SERVERS = [[0, 1, 2, 3], [4, 5, 6, 7]]
+RESOURCE_REQUESTS = [
+    ResourceRequest(1, 1, "res18", None),
+    ResourceRequest(2, 2, "res18", None),
+    ResourceRequest(3, 4, "res18", None),
+]
+GOOD_GRANTS = {1: _grant((0, (0,))), 2: _grant((0, (2, 3))), 3: _grant((0, (1,)), (1, (4, 5, 6)))}
+RESOURCE_BREAKAGES: dict[str, tuple[dict[UnitKey, ResourceGrant], str]] = {
+    "unit not asked for": ({**GOOD_GRANTS, 9: _grant((1, (7,)))}, "job 9 was not asked for"),
+    "too few GPUs": ({**GOOD_GRANTS, 2: _grant((0, (2,)))}, "job 2 got 1 GPU(s), it needs 2"),
+    "too many GPUs over servers": (
+        {**GOOD_GRANTS, 3: _grant((0, (1,)), (1, (4, 5, 6, 7)))},
+        "job 3 got 5 GPU(s), it needs 4",
+    ),
+    "foreign GPU": ({**GOOD_GRANTS, 1: _grant((2, (8,)))}, "job 1 got GPU 8, which is not one"),
+    "GPU given twice": (
+        {**GOOD_GRANTS, 3: _grant((0, (0,)), (1, (4, 5, 6)))},
+        "GPU 0 is given to job 3 and to another unit",
+    ),
+    "GPU twice in one grant": (
+        {**GOOD_GRANTS, 3: _grant((0, (1,)), (1, (4, 4, 6)))},
+        "GPU 4 is given to job 3 and to another unit",
+    ),
+}
+
+
+def test_a_usable_resource_placement_passes() -> None:
+    check_resource_placement("tune", RESOURCE_SERVERS, RESOURCE_REQUESTS, GOOD_GRANTS)
+    # A unit left out does not run this round: not a fault.
+    check_resource_placement("tune", RESOURCE_SERVERS, RESOURCE_REQUESTS, {2: GOOD_GRANTS[2]})
+
+
+@pytest.mark.parametrize("breakage", list(RESOURCE_BREAKAGES))
+def test_a_broken_resource_placement_is_named(breakage: str) -> None:
+    grants, expected = RESOURCE_BREAKAGES[breakage]
+
+    class Named:
+        name = "broken"
+
+    with pytest.raises(PluginOutputError) as error:
+        check_resource_placement(Named(), RESOURCE_SERVERS, RESOURCE_REQUESTS, grants)
+    message = str(error.value)
+    assert message.startswith("placement 'broken' returned an unusable placement: "), message
+    assert expected in message, message

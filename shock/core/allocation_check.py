@@ -179,18 +179,9 @@ def check_placement(
         )
 
     wanted = {request.key: request.scale_factor for request in requests}
-    if every_request and len(gpus_of) == len(wanted):
-        # The common answer, checked in bulk: the units asked for, each with its number of
-        # GPUs, all of them distinct GPUs of these servers. Otherwise the loop below says why.
-        given = list(chain.from_iterable(gpus_of.values()))
-        distinct = set(given)
-        if (
-            wanted.keys() == gpus_of.keys()
-            and list(map(len, gpus_of.values())) == [wanted[key] for key in gpus_of]
-            and len(distinct) == len(given)
-            and distinct.issubset(chain.from_iterable(servers))
-        ):
-            return
+    if _plainly_usable(servers, wanted, gpus_of, every_request):
+        return
+    # Something is wrong: find the first fault, to name it.
     unknown = [key for key in gpus_of if key not in wanted]
     if unknown:
         raise fail(f"{_unit(unknown[0])} was not asked for")
@@ -213,6 +204,27 @@ def check_placement(
             taken.add(gpu)
 
 
+def _plainly_usable(
+    servers: Sequence[Sequence[int]],
+    wanted: Mapping[UnitKey, int],
+    gpus_of: Mapping[UnitKey, Sequence[int]],
+    every_request: bool,
+) -> bool:
+    """Whether `check_placement` would pass, decided with set operations (it runs for every
+    round): every unit asked for (each one, if `every_request`) with as many GPUs as it needs,
+    all of them distinct and of `servers`."""
+    if every_request and len(gpus_of) != len(wanted):
+        return False
+    size_of = wanted.get
+    taken: list[int] = []
+    for key, gpus in gpus_of.items():
+        if size_of(key) != len(gpus):  # also a key not asked for (None)
+            return False
+        taken.extend(gpus)
+    distinct = set(taken)
+    return len(distinct) == len(taken) and distinct.issubset(chain.from_iterable(servers))
+
+
 def check_resource_placement(
     placement: object,
     servers: Sequence[Sequence[int]],
@@ -220,5 +232,18 @@ def check_resource_placement(
     grants: Mapping[UnitKey, Any],
 ) -> None:
     """`check_placement` for a resource-aware placement's grants (it may leave units out)."""
+    # One pass over the grants decides the common case (all usable); else the detailed check
+    # finds and names the first fault.
+    size_of = {request.key: request.scale_factor for request in requests}.get
+    taken: list[int] = []
+    for key, grant in grants.items():
+        gpus = grant.gpus
+        if size_of(key) != len(gpus):  # also a unit not asked for (None)
+            break
+        taken.extend(gpus)
+    else:
+        distinct = set(taken)
+        if len(distinct) == len(taken) and distinct.issubset(chain.from_iterable(servers)):
+            return
     gpus_of = {key: grant.gpus for key, grant in grants.items()}
     check_placement(placement, servers, requests, gpus_of, every_request=False)

@@ -68,7 +68,12 @@ class ResourceGrant(NamedTuple):
 
     @property
     def gpus(self) -> tuple[int, ...]:
-        return tuple(gpu for part in self.parts for gpu in part.gpus)
+        parts = self.parts
+        if len(parts) == 1:  # on one server: its GPUs as they are (read for every unit placed)
+            gpus = parts[0].gpus
+            if type(gpus) is tuple:
+                return gpus
+        return tuple(gpu for part in parts for gpu in part.gpus)
 
     @property
     def cpus(self) -> float:

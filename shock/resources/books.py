@@ -15,6 +15,9 @@ from shock.core.resource_placement import GrantPart, ResourceGrant, ResourceRequ
 from shock.resources.catalog import profile_for_request
 from shock.resources.profiles import ResourceProfile
 
+# Named tuples built without their generated `__new__` (placements build thousands a round).
+_new_tuple = tuple.__new__
+
 # Rounding slack when comparing sums of CPU and memory amounts.
 EPSILON = 1e-9
 PerGpu = tuple[float, float]  # (CPUs, GB) per GPU
@@ -27,6 +30,12 @@ class ServerBook:
     free_cpus: float
     free_mem: float
     holdings: list[Holding] = field(default_factory=list)
+    # The server's CPUs and memory per GPU, kept: every unit placed asks for it.
+    fair_per_gpu: PerGpu = field(init=False)
+
+    def __post_init__(self) -> None:
+        server = self.server
+        self.fair_per_gpu = server.fair_cpus_per_gpu, server.fair_mem_gb_per_gpu
 
     def usable_gpus(self, per_gpu: PerGpu | None) -> int:
         """How many more GPUs could be taken here, each with `per_gpu` resources."""
@@ -39,10 +48,6 @@ class ServerBook:
         if memory > 0:
             count = min(count, int((self.free_mem + EPSILON) / memory))
         return count
-
-    @property
-    def fair_per_gpu(self) -> PerGpu:
-        return self.server.fair_cpus_per_gpu, self.server.fair_mem_gb_per_gpu
 
 
 @dataclass(slots=True)
@@ -63,6 +68,7 @@ class Holding:
         self.book.free_cpus += self.cpus - cpus
         self.book.free_mem += self.memory_gb - memory_gb
         self.cpus, self.memory_gb = cpus, memory_gb
+        self.placed.granted = None
 
 
 @dataclass(slots=True)
@@ -70,6 +76,8 @@ class Placed:
     request: ResourceRequest
     profile: ResourceProfile
     holdings: list[Holding] = field(default_factory=list)
+    # Its grant, once built; dropped whenever a part is resized.
+    granted: ResourceGrant | None = None
 
     def speed(self) -> float:
         speed = self.profile.speed
@@ -81,15 +89,53 @@ class Placed:
         return min(speed(*holding.per_gpu) for holding in holdings)
 
     def grant(self) -> ResourceGrant:
+        granted = self.granted
+        if granted is None:
+            granted = self.granted = self._new_grant()
+        return granted
+
+    def _new_grant(self) -> ResourceGrant:
+        holdings = self.holdings
+        if len(holdings) == 1:  # on one server: the common case, built without a generator
+            (h,) = holdings
+            count = len(h.gpus)
+            part = _new_tuple(GrantPart, (h.book.server.server_id, h.gpus, h.cpus, h.memory_gb))
+            speed = self.profile.speed(h.cpus / count, h.memory_gb / count)
+            return _new_tuple(ResourceGrant, ((part,), speed))
         parts = tuple(
-            GrantPart(h.book.server.server_id, h.gpus, h.cpus, h.memory_gb)
-            for h in self.holdings
+            _new_tuple(GrantPart, (h.book.server.server_id, h.gpus, h.cpus, h.memory_gb))
+            for h in holdings
         )
-        return ResourceGrant(parts, self.speed())
+        return _new_tuple(ResourceGrant, (parts, self.speed()))
 
 
 # A choice of GPUs: (server, which of its free GPUs).
 GpuChoice = list[tuple[ServerBook, tuple[int, ...]]]
+
+
+@dataclass(slots=True)
+class _Take:
+    """A unit placed, and what it changed: the unit its key stood for before (None: none) and
+    each of its servers' free GPUs, CPUs and memory before. Taken for good (`take_for_good`):
+    no unit, nothing else changed."""
+
+    placed: Placed | None
+    replaced: Placed | None
+    before: list[tuple[ServerBook, list[int], float, float]]
+
+
+@dataclass(slots=True)
+class _Resize:
+    """A unit's part resized: its CPUs and memory, and its server's free ones, before."""
+
+    holding: Holding
+    cpus: float
+    memory_gb: float
+    free_cpus: float
+    free_mem: float
+
+
+Journal = list[_Take | _Resize]
 
 
 class Books:
@@ -102,6 +148,8 @@ class Books:
         ]
         self.book_of_gpu = {gpu: book for book in self.books for gpu in book.server.gpus}
         self.placed: dict[UnitKey, Placed] = {}
+        # Where set, every take and resize is appended here, to be undone (`undo`).
+        self.journal: Journal | None = None
 
     def choose_gpus(
         self,
@@ -127,9 +175,15 @@ class Books:
             kept = self._previous_choice(request, usable)
             if kept is not None:
                 return kept
-        fitting = [book for book in self.books if usable(book) >= need]
-        if fitting:
-            best = min(fitting, key=lambda b: (len(b.free_gpus), b.server.server_id))
+        # The fitting server with fewest free GPUs (then lowest id), in one pass.
+        best: ServerBook | None = None
+        best_rank = (0, 0)
+        for book in self.books:
+            if usable(book) >= need:
+                rank = (len(book.free_gpus), book.server.server_id)
+                if best is None or rank < best_rank:
+                    best, best_rank = book, rank
+        if best is not None:
             return [(best, tuple(best.free_gpus[:need]))]
         if not allow_spread:
             return None
@@ -169,22 +223,107 @@ class Books:
         profile: ResourceProfile | None = None,
     ) -> Placed:
         placed = Placed(request, profile or profile_for_request(request))
+        if self.journal is not None:
+            self.journal.append(_Take(placed, self.placed.get(request.key), _before(choice)))
+        holdings = placed.holdings
         for book, gpus in choice:
-            if len(gpus) == 1 and gpus[0] in book.free_gpus:
-                book.free_gpus.remove(gpus[0])
-            else:
-                taken = set(gpus)
-                book.free_gpus = [gpu for gpu in book.free_gpus if gpu not in taken]
-            cpus, memory = per_gpu(book)
-            holding = Holding(book, placed, gpus, 0.0, 0.0)
-            holding.resize(cpus * len(gpus), memory * len(gpus))
+            cpus, memory = _take_from(book, gpus, per_gpu)
+            holding = Holding(book, placed, gpus, cpus, memory)
             book.holdings.append(holding)
-            placed.holdings.append(holding)
+            holdings.append(holding)
         self.placed[request.key] = placed
         return placed
 
+    def resize(self, holding: Holding, cpus: float, memory_gb: float) -> None:
+        """`holding.resize`, journaled."""
+        if self.journal is not None:
+            book = holding.book
+            self.journal.append(
+                _Resize(holding, holding.cpus, holding.memory_gb, book.free_cpus, book.free_mem)
+            )
+        holding.resize(cpus, memory_gb)
+
+    def undo(self, length: int) -> None:
+        """Undo the journal's steps after its first `length`, last first: the books are then
+        exactly as they were after those (every amount restored, not recomputed)."""
+        journal = self.journal
+        assert journal is not None
+        while len(journal) > length:
+            step = journal.pop()
+            if isinstance(step, _Resize):
+                holding = step.holding
+                holding.cpus, holding.memory_gb = step.cpus, step.memory_gb
+                holding.book.free_cpus, holding.book.free_mem = step.free_cpus, step.free_mem
+                holding.placed.granted = None
+                continue
+            placed = step.placed
+            for book, free_gpus, free_cpus, free_mem in reversed(step.before):
+                if placed is not None:
+                    book.holdings.pop()  # its holding: the last taken there
+                book.free_gpus, book.free_cpus, book.free_mem = free_gpus, free_cpus, free_mem
+            if placed is None:
+                continue
+            if step.replaced is None:
+                del self.placed[placed.request.key]
+            else:
+                self.placed[placed.request.key] = step.replaced
+
+    def take_for_good(
+        self,
+        choice: GpuChoice,
+        per_gpu: Callable[[ServerBook], PerGpu],
+        profile: ResourceProfile,
+    ) -> ResourceGrant:
+        """`take(...).grant()` for a unit that is never resized or looked up again (nothing
+        is recorded but the free resources): placements that place each unit once."""
+        if self.journal is not None:
+            self.journal.append(_Take(None, None, _before(choice)))
+        speed = profile.speed
+        if len(choice) == 1:
+            ((book, gpus),) = choice
+            cpus, memory = _take_from(book, gpus, per_gpu)
+            count = len(gpus)
+            part = _new_tuple(GrantPart, (book.server.server_id, gpus, cpus, memory))
+            return _new_tuple(ResourceGrant, ((part,), speed(cpus / count, memory / count)))
+        parts = []
+        for book, gpus in choice:
+            cpus, memory = _take_from(book, gpus, per_gpu)
+            parts.append(_new_tuple(GrantPart, (book.server.server_id, gpus, cpus, memory)))
+        # The slowest part, as `Placed.speed`.
+        slowest = min(speed(p.cpus / len(p.gpus), p.memory_gb / len(p.gpus)) for p in parts)
+        return _new_tuple(ResourceGrant, (tuple(parts), slowest))
+
     def grants(self) -> dict[UnitKey, ResourceGrant]:
         return {key: placed.grant() for key, placed in self.placed.items()}
+
+
+def _before(choice: GpuChoice) -> list[tuple[ServerBook, list[int], float, float]]:
+    """What a take of `choice` changes, as it is before: each server's free GPUs (a copy), CPUs
+    and memory."""
+    return [(book, list(book.free_gpus), book.free_cpus, book.free_mem) for book, _ in choice]
+
+
+def _take_from(
+    book: ServerBook, gpus: tuple[int, ...], per_gpu: Callable[[ServerBook], PerGpu]
+) -> PerGpu:
+    """Take `gpus` (free) of `book` with `per_gpu(book)` each; the (CPUs, GB) taken."""
+    _take_gpus(book, gpus)
+    count = len(gpus)
+    cpus, memory = per_gpu(book)
+    cpus *= count
+    memory *= count
+    book.free_cpus -= cpus
+    book.free_mem -= memory
+    return cpus, memory
+
+
+def _take_gpus(book: ServerBook, gpus: tuple[int, ...]) -> None:
+    free = book.free_gpus
+    if len(gpus) == 1 and gpus[0] in free:
+        free.remove(gpus[0])
+    else:
+        taken = set(gpus)
+        book.free_gpus = [gpu for gpu in free if gpu not in taken]
 
 
 def fair_share(book: ServerBook) -> PerGpu:
@@ -205,13 +344,14 @@ def capped_best_case(profile: ResourceProfile, gpus: int) -> Callable[[ServerBoo
     server gets the fair share (Synergy's simulator caps a job's demand at `per_server_size`
     the same way, `jobs/workload.py` `add_synergy_profile`)."""
 
+    best_cpus, best_mem = profile.best_cpus_per_gpu, profile.best_mem_gb_per_gpu
+
     def per_gpu(book: ServerBook) -> PerGpu:
         server = book.server
         if gpus > len(server.gpus):
             return book.fair_per_gpu
-        return (
-            min(profile.best_cpus_per_gpu, server.cpus / gpus),
-            min(profile.best_mem_gb_per_gpu, server.memory_gb / gpus),
-        )
+        # min(best, cap), spelled out: this runs for every server a unit may go to.
+        cpus, memory = server.cpus / gpus, server.memory_gb / gpus
+        return (cpus if cpus < best_cpus else best_cpus, memory if memory < best_mem else best_mem)
 
     return per_gpu

@@ -13,6 +13,7 @@ Units arrive in the mechanism's priority order; each is placed in turn.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.policy import UnitKey
@@ -67,45 +68,120 @@ class _RepeatingPlacement(_ResourcePlacement):
         raise NotImplementedError
 
 
-class ProportionalPlacement(_RepeatingPlacement):
+@dataclass(slots=True)
+class _Round:
+    """A placement's last call: its servers and requests, its books (journaled) as it left
+    them, where in their journal each request's steps end, and what each request was given
+    (None: left out), where the placement keeps that."""
+
+    servers: list[ServerResources]
+    requests: list[ResourceRequest]
+    books: Books
+    ends: list[int]
+    given: list[ResourceGrant | None]
+
+
+class _Rounds:
+    """The last call of a placement on each list of servers (each worker type's)."""
+
+    # Bounds what is kept: clusters have a few worker types.
+    LIMIT = 16
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[ServerResources, ...], _Round] = {}
+
+    def resume(
+        self, servers: list[ServerResources], requests: list[ResourceRequest]
+    ) -> tuple[Books, list[int], list[ResourceGrant | None]]:
+        """`_resume` from the last call on these servers; it is forgotten until `keep`
+        (a call that fails leaves nothing half done behind)."""
+        return _resume(self._last.pop(tuple(servers), None), servers, requests)
+
+    def keep(self, last: _Round) -> None:
+        if len(self._last) >= self.LIMIT:
+            self._last.clear()
+        self._last[tuple(last.servers)] = last
+
+
+def _resume(
+    last: _Round | None, servers: list[ServerResources], requests: list[ResourceRequest]
+) -> tuple[Books, list[int], list[ResourceGrant | None]]:
+    """Books in which the requests that begin `requests` as they began `last.requests` are
+    placed as they were then (the steps of the others undone): the books, and `last.ends` and
+    `last.given` of those requests. Fresh books where there is no `last` on these servers."""
+    if last is None or last.servers != servers:
+        books = Books(servers)
+        books.journal = []
+        return books, [], []
+    shared = 0
+    for new, old in zip(requests, last.requests, strict=False):
+        if new != old:
+            break
+        shared += 1
+    ends = last.ends[:shared]
+    last.books.undo(ends[-1] if ends else 0)
+    return last.books, ends, last.given[:shared]
+
+
+class _OneByOnePlacement(_RepeatingPlacement):
+    """Units placed in order, each with `_demand(its profile)` per GPU or not at all, and never
+    revisited: what a unit gets follows from the requests before it. A round whose requests
+    begin as the last round's did (a job left or arrived further down) keeps those units'
+    grants and places only the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rounds = _Rounds()
+
+    @staticmethod
+    def _demand(profile: ResourceProfile) -> Callable[[ServerBook], PerGpu]:
+        raise NotImplementedError
+
+    def _place(
+        self, servers: list[ServerResources], requests: list[ResourceRequest]
+    ) -> dict[UnitKey, ResourceGrant]:
+        books, ends, given = self._rounds.resume(servers, requests)
+        journal = books.journal
+        assert journal is not None
+        demand = self._demand
+        for request in requests[len(ends) :]:
+            profile = profile_for_request(request)
+            per_gpu = demand(profile)
+            choice = books.choose_gpus(request, per_gpu)
+            grant = None
+            if choice is not None:
+                grant = books.take_for_good(choice, per_gpu, profile)
+            given.append(grant)
+            ends.append(len(journal))
+        self._rounds.keep(_Round(list(servers), list(requests), books, ends, given))
+        return {
+            request.key: grant
+            for request, grant in zip(requests, given, strict=True)
+            if grant is not None
+        }
+
+
+class ProportionalPlacement(_OneByOnePlacement):
     name = "proportional"
     description = "GPU-proportional CPUs and memory (Synergy's baseline); gangs consolidated"
     # Synergy's simulator's baseline.
     default_for_presets = ("synergy",)
 
-    def _place(
-        self, servers: list[ServerResources], requests: list[ResourceRequest]
-    ) -> dict[UnitKey, ResourceGrant]:
-        return _each_with(servers, requests, lambda profile: fair_share)
+    @staticmethod
+    def _demand(profile: ResourceProfile) -> Callable[[ServerBook], PerGpu]:
+        return fair_share
 
 
-class GreedyPlacement(_RepeatingPlacement):
+class GreedyPlacement(_OneByOnePlacement):
     name = "greedy"
     description = "each job's best-case CPUs and memory, or it waits (Synergy-GREEDY)"
 
-    def _place(
-        self, servers: list[ServerResources], requests: list[ResourceRequest]
-    ) -> dict[UnitKey, ResourceGrant]:
-        return _each_with(servers, requests, best_case)
+    @staticmethod
+    def _demand(profile: ResourceProfile) -> Callable[[ServerBook], PerGpu]:
+        return best_case(profile)
 
     def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
         return profile_for(job_type).speedup
-
-
-def _each_with(
-    servers: list[ServerResources],
-    requests: list[ResourceRequest],
-    demand: Callable[[ResourceProfile], Callable[[ServerBook], PerGpu]],
-) -> dict[UnitKey, ResourceGrant]:
-    """Place units in order, each with `demand(its profile)` per GPU, or not at all."""
-    books = Books(servers)
-    for request in requests:
-        profile = profile_for_request(request)
-        per_gpu = demand(profile)
-        choice = books.choose_gpus(request, per_gpu)
-        if choice is not None:
-            books.take(request, choice, per_gpu, profile)
-    return books.grants()
 
 
 class TunePlacement(_RepeatingPlacement):
@@ -115,12 +191,21 @@ class TunePlacement(_RepeatingPlacement):
         "holding more if need be (Synergy-TUNE)"
     )
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._rounds = _Rounds()
+
     def _place(
         self, servers: list[ServerResources], requests: list[ResourceRequest]
     ) -> dict[UnitKey, ResourceGrant]:
-        books = Books(servers)
-        for request in requests:
+        # The requests that begin as they began last round stay placed as they were then.
+        books, ends, _ = self._rounds.resume(servers, requests)
+        journal = books.journal
+        assert journal is not None
+        for request in requests[len(ends) :]:
             place_tuned(books, request)
+            ends.append(len(journal))
+        self._rounds.keep(_Round(list(servers), list(requests), books, ends, []))
         return books.grants()
 
     def nominal_speed(self, job_type: str, scale_factor: int, server: ServerResources) -> float:
@@ -162,7 +247,9 @@ def place_tuned(books: Books, request: ResourceRequest) -> bool:
         return False
     for book, gpus in choice:
         cpus, memory = demand(book)
-        _cut_back_peers(book, cpus * len(gpus) - book.free_cpus, memory * len(gpus) - book.free_mem)
+        _cut_back_peers(
+            books, book, cpus * len(gpus) - book.free_cpus, memory * len(gpus) - book.free_mem
+        )
     books.take(request, choice, demand, profile)
     return True
 
@@ -172,7 +259,7 @@ def _above_fair(per_gpu: PerGpu, book: ServerBook) -> bool:
     return per_gpu[0] > fair_cpus + EPSILON or per_gpu[1] > fair_mem + EPSILON
 
 
-def _cut_back_peers(book: ServerBook, cpus_needed: float, mem_needed: float) -> None:
+def _cut_back_peers(books: Books, book: ServerBook, cpus_needed: float, mem_needed: float) -> None:
     """Cut units on this server back to the fair share (on every server they span), in
     Synergy's order: units on fewest servers first, then the most CPUs per GPU, then the most
     memory per GPU, until the amounts needed are free here. A unit below the fair share in a
@@ -188,7 +275,9 @@ def _cut_back_peers(book: ServerBook, cpus_needed: float, mem_needed: float) -> 
         for part in holding.placed.holdings:
             fair_cpus, fair_mem = part.book.fair_per_gpu
             count = len(part.gpus)
-            part.resize(min(part.cpus, fair_cpus * count), min(part.memory_gb, fair_mem * count))
+            books.resize(
+                part, min(part.cpus, fair_cpus * count), min(part.memory_gb, fair_mem * count)
+            )
         cpus_needed -= before_cpus - holding.cpus
         mem_needed -= before_mem - holding.memory_gb
 
