@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shockwave_traces import shockwave_run
 
 from shock.core.conic_interior_point import _Rows, conic_interior_point
-from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, bundled_trace_path, run
 
 
 def random_problem(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -112,19 +111,7 @@ def test_shockwave_min_total_duration_matches_shockwaves_simulator() -> None:
     min_total_duration gives makespan 24,205 s, average JCT 19,807 s, worst rho 7.741
     (benchmarks/shockwave_baselines.py). The analytic centre in place of ECOS's point gave the
     same makespan and JCT but worst rho 8.49: one short job starved of its last round."""
-    data = bundled_trace_path().parent.parent
-    result = run(
-        RunOptions(
-            policy="min_total_duration",
-            trace=str(bundled_trace_path("shockwave_120_multigpu_dynamic.trace")),
-            throughputs=str(data / "shockwave_tacc_throughputs.json"),
-            cluster="32:0:0",
-            preset="shockwave",
-            adaptation_rules="artifact-simulator",
-        ),
-        default_registry(),
-    )
-    metrics = result.metrics
+    metrics = shockwave_run("min_total_duration", "canonical")
     assert metrics.makespan_s == pytest.approx(24_205.0, rel=0.02)
     assert metrics.avg_jct_s == pytest.approx(19_807.0, rel=0.02)
     assert metrics.worst_ftf_rho == pytest.approx(7.741, rel=0.05)

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from instances import generated_input
 from scipy.optimize import linprog
+from shockwave_traces import shockwave_run
 
 from shock.core.conic_interior_point import conic_interior_point_optimum
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, build_request, bundled_trace_path, run
+from shock.core.runner import RunOptions, build_request, bundled_trace_path
 from shock.core.solver import SolverSpec
 from shock.plugins.policies.max_sum_throughput import MaxSumThroughput
 
@@ -116,19 +117,7 @@ def test_shockwave_max_sum_throughput_matches_shockwaves_simulator_on_460_jobs()
     max_sum_throughput_perf gives makespan 33,792 s, average JCT 9,237 s, worst rho 6.006
     (benchmarks/shockwave_baselines.py). With the LP's exact optimum (left-out jobs at 0, so
     other jobs fill the spare GPUs) the makespan was 32,725 s (-3.2%)."""
-    data = bundled_trace_path().parent.parent
-    result = run(
-        RunOptions(
-            policy="max_sum_throughput_perf",
-            trace=str(bundled_trace_path("shockwave_460_multigpu_dynamic.trace")),
-            throughputs=str(data / "shockwave_wisr_throughputs.json"),
-            cluster="128:0:0",
-            preset="shockwave",
-            adaptation_rules="artifact-simulator",
-        ),
-        default_registry(),
-    )
-    metrics = result.metrics
+    metrics = shockwave_run("max_sum_throughput_perf", "460")
     assert metrics.makespan_s == pytest.approx(33_792.0, rel=0.02)
     assert metrics.avg_jct_s == pytest.approx(9_237.0, rel=0.02)
     assert metrics.worst_ftf_rho == pytest.approx(6.006, rel=0.05)
