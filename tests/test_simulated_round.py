@@ -3,9 +3,10 @@ left and overhead, whatever else runs in the round (a pair included)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from shock.core.executor import PlannedUnit, RoundPlan, UnitProgress
+from shock.core.executor import PlannedUnit, RoundColumns, RoundPlan, UnitProgress
 from shock.plugins.backends.simulator import SimulatedExecutor
 
 ROUND_START = 7213.37
@@ -64,3 +65,24 @@ def test_a_round_of_jobs_alone_by_hand() -> None:
     # Whole steps a round; what is left; one step, however long it takes.
     assert units == [progress(900, 2.5), progress(100.0, 3.7), progress(1, 0.001)]
     assert end == ROUND_START + 1 / 0.001
+
+
+@pytest.mark.parametrize("quantised", [False, True])
+def test_a_round_as_columns_reports_what_the_units_report(quantised: bool) -> None:
+    end, units = ran(ALONE, quantised, fewer_steps=False)
+    executor = SimulatedExecutor()
+    executor.quantised = quantised
+    plan = RoundColumns(
+        1,
+        ROUND_START,
+        ROUND_START + ROUND_LENGTH,
+        np.array([u.job_ids[0] for u in ALONE], dtype=np.int64),
+        np.array([u.rates[0] for u in ALONE]),
+        np.array([u.steps_left[0] for u in ALONE]),
+        np.array([u.overhead_s for u in ALONE]),
+    )
+    progress = executor.run_round_columns(plan)
+    assert progress.end_s == end == executor.clock()
+    assert progress.steps.tolist() == [unit.steps[0] for unit in units]
+    assert progress.stopped_s.tolist() == [unit.stopped_s[0] for unit in units]
+    assert progress.exec_s.tolist() == [unit.exec_s for unit in units]

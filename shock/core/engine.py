@@ -15,7 +15,10 @@ import logging
 import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from operator import attrgetter, itemgetter
 from typing import Any
+
+import numpy as np
 
 from shock.core.adaptation import BatchSizeRules
 from shock.core.dynamics import BatchSchedule, batch_schedules, whole_epochs_alone_s
@@ -33,10 +36,13 @@ from shock.core.events import (
 )
 from shock.core.executor import (
     BatchSizeOrder,
+    ColumnarExecutor,
+    ColumnProgress,
     Executor,
     Intake,
     OpenExecutor,
     PlannedUnit,
+    RoundColumns,
     RoundPlan,
     RoundReport,
 )
@@ -66,6 +72,14 @@ _YOUNG_COLLECTION_THRESHOLD = 100_000
 # Builds a named tuple without its Python-level __new__: plans are made for every unit of
 # every round, and this is a third of the cost.
 _new_tuple = tuple.__new__
+_UNIT = itemgetter(0)
+_COLUMN = itemgetter(1)
+_GPUS = itemgetter(3)
+_FIRST_RATE = itemgetter(0)
+_RATES = itemgetter(4)
+_JOB_ID = attrgetter("job_id")
+_STEPS_DONE = attrgetter("steps_done")
+_TOTAL_STEPS = attrgetter("total_steps")
 
 
 class _Hooks:
@@ -120,6 +134,15 @@ class Engine:
         )
         self.cancelled: set[int] = set()
         self.timeline: TimelineRecorder | None = None  # set once the cluster is known
+        # An executor that takes rounds as columns gets those it can (see _plans_columns).
+        self.columnar: ColumnarExecutor | None = None
+        if self.capabilities.columnar_rounds:
+            if not isinstance(executor, ColumnarExecutor):
+                raise ShockError(
+                    f"backend '{backend_name}' declares columnar rounds but its executor has "
+                    "no run_round_columns"
+                )
+            self.columnar = executor
 
     # Set-up.
 
@@ -214,7 +237,7 @@ class Engine:
         hooks = self.hooks
         timeline = self.timeline
         assert timeline is not None
-        plan: RoundPlan | None = None
+        plan: RoundPlan | RoundColumns | None = None
         planned: list[Assignment] = []
         idle_rounds = 0
         allocations_seen = 0
@@ -228,9 +251,15 @@ class Engine:
             if plan_at_once:
                 plan_at_once = False
             elif plan is not None:
-                report = executor.run_round(plan)
-                now = report.end_s
-                self._apply(report, planned, plan)
+                if isinstance(plan, RoundColumns):
+                    assert self.columnar is not None
+                    progress = self.columnar.run_round_columns(plan)
+                    now = progress.end_s
+                    self._apply_columns(progress, planned, plan)
+                else:
+                    report = executor.run_round(plan)
+                    now = report.end_s
+                    self._apply(report, planned, plan)
                 self.now = now
                 self._save()
                 if hooks.round_ended:
@@ -303,13 +332,16 @@ class Engine:
                 len(mechanism.active),
                 self.stats_base.solver_seconds + mechanism.stats.solver_seconds,
             )
-            plan = RoundPlan(
-                self.rounds,
-                now,
-                now + round_length,
-                self._plan_units(assignments, ran_last_round),
-                self._batch_size_orders(mechanism),
-            )
+            if self._plans_columns(mechanism):
+                plan = self._plan_columns(assignments, ran_last_round, now)
+            else:
+                plan = RoundPlan(
+                    self.rounds,
+                    now,
+                    now + round_length,
+                    self._plan_units(assignments, ran_last_round),
+                    self._batch_size_orders(mechanism),
+                )
             self.now = now
             if hooks.round_started:
                 hooks.round_started(
@@ -372,28 +404,50 @@ class Engine:
                     event=JobArrived(now, job.job_id, job.job_type, job.scale_factor)
                 )
 
+    def _plans_columns(self, mechanism: Mechanism) -> bool:
+        """Whether this round goes to the executor as columns: it takes them, every unit is
+        a job alone with no CPU or memory grant, no adaptation rule looks at each job after
+        its run, and the overhead is charged as lost time (not as fewer steps)."""
+        return (
+            self.columnar is not None
+            and self.rules is None
+            and not mechanism.pairs
+            and not mechanism.resource_aware
+            and self.config.overhead_effect != "fewer_steps"
+        )
+
+    def _overheads(
+        self, assignments: list[Assignment], ran_last_round: Collection[UnitKey] | None
+    ) -> list[float] | None:
+        """The (re)start time each unit loses this round; None when no unit can lose any."""
+        config = self.config
+        default = config.preemption_overhead_s
+        by_type = config.overhead_by_job_type
+        if default <= 0 and by_type is None:
+            return None
+        round_length = config.mechanism.round_length_s
+        first_round = self.rounds == 1
+        lost = []
+        for assignment in assignments:
+            overhead = default
+            if by_type is not None:
+                members = assignment.unit.members
+                overhead = max(by_type.get(m.spec.job_type, default) for m in members)
+            charged = overhead > 0 and _charged(
+                assignment, config, ran_last_round, first_round, round_length
+            )
+            lost.append(min(overhead, round_length) if charged else 0.0)
+        return lost
+
     def _plan_units(
         self, assignments: list[Assignment], ran_last_round: Collection[UnitKey] | None
     ) -> tuple[PlannedUnit, ...]:
-        config = self.config
-        round_length = config.mechanism.round_length_s
-        default = config.preemption_overhead_s
-        by_type = config.overhead_by_job_type
-        may_charge = default > 0 or by_type is not None
-        first_round = self.rounds == 1
+        overheads = self._overheads(assignments, ran_last_round)
         units: list[PlannedUnit] = []
         append = units.append
-        for assignment in assignments:
+        for position, assignment in enumerate(assignments):
             members = assignment.unit.members
-            lost = 0.0
-            if may_charge:
-                overhead = default
-                if by_type is not None:
-                    overhead = max(by_type.get(m.spec.job_type, default) for m in members)
-                if overhead > 0 and _charged(
-                    assignment, config, ran_last_round, first_round, round_length
-                ):
-                    lost = min(overhead, round_length)
+            lost = 0.0 if overheads is None else overheads[position]
             if len(members) == 1:  # the common case, kept lean
                 job = members[0]
                 append(
@@ -427,6 +481,27 @@ class Engine:
                 )
             )
         return tuple(units)
+
+    def _plan_columns(
+        self,
+        assignments: list[Assignment],
+        ran_last_round: Collection[UnitKey] | None,
+        now: float,
+    ) -> RoundColumns:
+        """The round as columns (every unit a job alone, see `_plans_columns`)."""
+        count = len(assignments)
+        jobs = list(map(_UNIT, assignments))
+        done = np.fromiter(map(_STEPS_DONE, jobs), np.float64, count)
+        overheads = self._overheads(assignments, ran_last_round)
+        return RoundColumns(
+            self.rounds,
+            now,
+            now + self.config.mechanism.round_length_s,
+            np.fromiter(map(_JOB_ID, jobs), np.int64, count),
+            np.fromiter(map(_FIRST_RATE, map(_RATES, assignments)), np.float64, count),
+            np.fromiter(map(_TOTAL_STEPS, jobs), np.float64, count) - done,
+            np.zeros(count) if overheads is None else np.array(overheads, dtype=np.float64),
+        )
 
     def _batch_size_orders(self, mechanism: Mechanism) -> tuple[BatchSizeOrder, ...]:
         """For executors whose jobs do not carry their adaptation out themselves: the batch
@@ -509,6 +584,35 @@ class Engine:
                 report.end_s,
                 (m for a in planned for m in a.unit.members if m.job_id in schedules),
                 report.batch_size_changes,
+            )
+
+    def _apply_columns(
+        self, progress: ColumnProgress, planned: list[Assignment], plan: RoundColumns
+    ) -> None:
+        """`_apply` for a round planned as columns: the same sums, in the same order."""
+        mechanism = self.mechanism
+        assert mechanism is not None and self.timeline is not None
+        count = len(planned)
+        if len(progress.exec_s) != count:
+            raise ValueError(f"{count} units planned, progress reported for {len(progress.exec_s)}")
+        jobs: list[JobState] = list(map(_UNIT, planned))
+        columns = np.fromiter(map(_COLUMN, planned), np.intp, count)
+        gpus = np.fromiter(map(len, map(_GPUS, planned)), np.intp, count)
+        exec_s = progress.exec_s
+        # Summed unit by unit, in plan order (accumulate adds in order, unlike sum).
+        busy = np.concatenate(([self.busy_gpu_seconds], exec_s * gpus))
+        self.busy_gpu_seconds = float(np.add.accumulate(busy)[-1])
+        finished = mechanism.credit_jobs(jobs, columns, progress.steps, exec_s, plan.overhead_s)
+        stopped = progress.stopped_s
+        for position in finished:
+            self._finished(jobs[position], float(stopped[position]))
+        self.timeline.jobs_ran(
+            columns, gpus, plan.job_ids, exec_s, stopped, mechanism.worker_types, lambda: jobs
+        )
+        if self.schedules:
+            schedules = self.schedules
+            self.timeline.batch_sizes_seen(
+                progress.end_s, (job for job in jobs if job.job_id in schedules)
             )
 
     def _finished(self, state: JobState, finish: float) -> None:

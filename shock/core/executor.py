@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
+import numpy as np
+
 if TYPE_CHECKING:
     from shock.core.model import Cluster, JobSpec
     from shock.core.resource_placement import ResourceGrant
@@ -93,6 +95,31 @@ class RoundReport:
 
 
 @dataclass(frozen=True, slots=True)
+class RoundColumns:
+    """A round's plan as columns, one entry per unit, for an executor that computes progress
+    for thousands of units at once (`ColumnarExecutor`). Only rounds of jobs alone, with no
+    CPU or memory grants, are planned this way; the fields are `PlannedUnit`'s."""
+
+    index: int
+    start_s: float
+    end_s: float
+    job_ids: np.ndarray  # int64
+    rates: np.ndarray  # steps/s the engine expects
+    steps_left: np.ndarray
+    overhead_s: np.ndarray  # (re)start cost this round, seconds
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnProgress:
+    """What the units of a `RoundColumns` did, in plan order (`UnitProgress`'s fields)."""
+
+    end_s: float
+    steps: np.ndarray
+    stopped_s: np.ndarray
+    exec_s: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
 class ExecutorCapabilities:
     # The executor computes progress itself from the engine's rates (a simulator): the
     # engine's adaptation rules then change batch sizes. Real jobs adapt by themselves.
@@ -107,6 +134,10 @@ class ExecutorCapabilities:
     # Jobs may be submitted and cancelled while the run goes on (a service): the engine then
     # asks `intake()` before every decision and runs until it returns None.
     accepts_submissions: bool = False
+    # The executor also takes rounds as columns (`ColumnarExecutor`), and gives for them
+    # exactly what `run_round` gives: the engine then plans rounds of jobs alone that way.
+    # Off by default, so a subclass that changes `run_round` is not bypassed.
+    columnar_rounds: bool = False
 
 
 class Intake(NamedTuple):
@@ -155,6 +186,15 @@ class Executor(Protocol):
     def load_state(self) -> dict[str, Any] | None:
         """The state saved before a crash, if any; called only when `durable`."""
         ...
+
+
+@runtime_checkable
+class ColumnarExecutor(Executor, Protocol):
+    """An executor that also takes a round as columns (with `capabilities.columnar_rounds`
+    set): the engine then plans eligible rounds that way (see `RoundColumns`);
+    `run_round_columns` must report what `run_round` would for the same units."""
+
+    def run_round_columns(self, plan: RoundColumns) -> ColumnProgress: ...
 
 
 @runtime_checkable

@@ -49,6 +49,10 @@ from shock.core.unit_counters import (
 _NO_FRACTION_PRIORITY = 1e9
 _PRIORITY_KEY = itemgetter(0, 1, 2)
 _UNIT_OF_ENTRY = itemgetter(3)
+_SLOT = attrgetter("slot")
+_STEPS_DONE = attrgetter("steps_done")
+_TIME_RUN = attrgetter("time_run_s")
+_TOTAL_STEPS = attrgetter("total_steps")
 # Below this many units, Gavel's priorities are cheaper as a Python loop than as arrays.
 _FEW_UNITS = 40
 
@@ -426,6 +430,47 @@ class Mechanism:
                     continue
                 finished.append(job)
                 self._remove(job)
+        return finished
+
+    def credit_jobs(
+        self,
+        jobs: list[JobState],
+        columns: np.ndarray,
+        steps: np.ndarray,
+        exec_s: np.ndarray,
+        overhead_s: np.ndarray,
+    ) -> list[int]:
+        """`credit` for a round of jobs alone, as columns (each job once, in plan order);
+        returns the positions of the jobs that finished, in order. Every sum is taken in the
+        order `credit` would take it, so the counters agree with it to the last digit."""
+        received = exec_s
+        if not self.config.overhead_counts_as_received and overhead_s.any():
+            received = np.where(overhead_s != 0, np.maximum(exec_s - overhead_s, 0.0), exec_s)
+        counters = self.counters
+        counters.flush()
+        slots = np.fromiter(map(_SLOT, jobs), np.intp, len(jobs))
+        # One entry per job: the time-received counters of distinct (slot, column)s.
+        counters.block.reshape(-1)[slots * self._stride + columns] += received
+        worker_time = self.worker_time
+        for column in set(columns.tolist()):
+            # Sequential sums (accumulate, unlike sum, adds in order), from the total so far.
+            summands = np.concatenate(([worker_time[column]], received[columns == column]))
+            worker_time[column] = float(np.add.accumulate(summands)[-1])
+        count = len(jobs)
+        steps_done = np.fromiter(map(_STEPS_DONE, jobs), np.float64, count) + steps
+        time_run = np.fromiter(map(_TIME_RUN, jobs), np.float64, count) + exec_s
+        for job, done, run_s in zip(jobs, steps_done.tolist(), time_run.tolist(), strict=True):
+            job.steps_done = done
+            job.time_run_s = run_s
+        totals = np.fromiter(map(_TOTAL_STEPS, jobs), np.float64, count)
+        finished = []
+        for position in np.flatnonzero(steps_done >= totals).tolist():
+            job = jobs[position]
+            if job.empty_rounds_left > 1:
+                self._ran_empty(job)
+                continue
+            self._remove(job)
+            finished.append(position)
         return finished
 
     def _ran_empty(self, job: JobState) -> None:

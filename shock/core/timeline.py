@@ -16,7 +16,7 @@ columns (20 bytes each), which the final timeline's jobs view rather than copy.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, itemgetter
@@ -341,6 +341,8 @@ class TimelineRecorder:
         self._pending: tuple[float, int, float] | None = None
         self._open = _OpenSegments()
         self._closed = _ClosedSegments()
+        # The last mechanism columns seen, and the timeline's column of each.
+        self._to_column: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0, dtype=np.intp))
 
     def cluster_changed(self, cluster: Cluster) -> None:
         """Worker types the cluster gained get a column; capacity is the most seen."""
@@ -375,58 +377,104 @@ class TimelineRecorder:
 
         Thousands of units run in a round: their fields are gathered by C-level `map`s
         into arrays and every job's segment is extended or replaced in array operations."""
-        pending = self._pending
-        if pending is None:
+        if self._pending is None:
             return
-        self._pending = None
-        start, active, solve = pending
-        index = len(self._time_s)
         count = len(planned)
         if len(progress) != count:
             raise ValueError(f"{count} units planned, progress reported for {len(progress)}")
-        columns = self._columns
-        # The mechanism's column -> the timeline's (they differ only after a resize).
-        to_column = np.array([columns[w] for w in worker_types], dtype=np.intp)
-        unit_columns = to_column[np.fromiter(map(_COLUMN, planned), np.intp, count)]
+        unit_columns = np.fromiter(map(_COLUMN, planned), np.intp, count)
         unit_gpus = np.fromiter(map(len, map(_GPUS, planned)), np.intp, count)
-        busy = np.bincount(unit_columns, weights=unit_gpus, minlength=len(self.worker_types))
-        # A job that finished early stops holding its GPUs then.
-        held = start + np.fromiter(map(_EXEC_S, progress), np.float64, count)
-        jobs: list[JobState] | None
+        exec_s = np.fromiter(map(_EXEC_S, progress), np.float64, count)
         try:  # every unit a job alone: the common case, kept lean
             job_ids = np.fromiter(map(_JOB_ID, map(_UNIT, planned)), np.int64, count)
         except AttributeError:  # a pair (it has no job id of its own)
-            units = list(map(_UNIT, planned))
-            members = list(map(_MEMBERS, units))
-            sizes = np.fromiter(map(len, members), np.intp, count)
-            jobs = [job for unit_members in members for job in unit_members]
-            running = len(jobs)
-            job_ids = np.fromiter(map(_JOB_ID, jobs), np.int64, running)
-            stopped = np.array(
-                [
-                    s
-                    for unit_members, unit_progress in zip(members, progress, strict=True)
-                    for s in unit_progress.stopped_s[: len(unit_members)]
-                ],
-                dtype=np.float64,
-            )
+            pass
+        else:
+            stopped = np.fromiter(map(_FIRST, map(_STOPPED, progress)), np.float64, count)
+            self._record(
+                unit_columns, unit_gpus, None, job_ids, exec_s, stopped, worker_types,
+                lambda: list(map(_UNIT, planned)),
+            )  # fmt: skip
+            return
+        members = list(map(_MEMBERS, map(_UNIT, planned)))
+        jobs = [job for unit_members in members for job in unit_members]
+        stopped = np.array(
+            [
+                s
+                for unit_members, unit_progress in zip(members, progress, strict=True)
+                for s in unit_progress.stopped_s[: len(unit_members)]
+            ],
+            dtype=np.float64,
+        )
+        self._record(
+            unit_columns,
+            unit_gpus,
+            np.fromiter(map(len, members), np.intp, count),
+            np.fromiter(map(_JOB_ID, jobs), np.int64, len(jobs)),
+            exec_s,
+            stopped,
+            worker_types,
+            lambda: jobs,
+        )
+
+    def jobs_ran(
+        self,
+        columns: np.ndarray,
+        gpus: np.ndarray,
+        job_ids: np.ndarray,
+        exec_s: np.ndarray,
+        stopped_s: np.ndarray,
+        worker_types: Sequence[str],
+        states: Callable[[], list[JobState]],
+    ) -> None:
+        """`round_ran` for a round of jobs alone, given as columns (the mechanism's
+        `columns` index `worker_types`); `states` gives the jobs' states, wanted only for
+        jobs this recorder has not seen admitted."""
+        if self._pending is not None:
+            self._record(columns, gpus, None, job_ids, exec_s, stopped_s, worker_types, states)
+
+    def _record(
+        self,
+        unit_columns: np.ndarray,
+        unit_gpus: np.ndarray,
+        sizes: np.ndarray | None,
+        job_ids: np.ndarray,
+        unit_exec_s: np.ndarray,
+        stopped: np.ndarray,
+        worker_types: Sequence[str],
+        states: Callable[[], list[JobState]],
+    ) -> None:
+        """The round's samples and segments from its units' columns (`sizes`: each unit's
+        number of jobs, None when every unit is one job; `job_ids` and `stopped` are per
+        job)."""
+        pending = self._pending
+        assert pending is not None
+        self._pending = None
+        start, active, solve = pending
+        index = len(self._time_s)
+        # The mechanism's column -> the timeline's (they differ only after a resize).
+        if tuple(worker_types) != self._to_column[0]:
+            columns = self._columns
+            to_column = np.array([columns[w] for w in worker_types], dtype=np.intp)
+            self._to_column = (tuple(worker_types), to_column)
+        unit_columns = self._to_column[1][unit_columns]
+        busy = np.bincount(unit_columns, weights=unit_gpus, minlength=len(self.worker_types))
+        # A job that finished early stops holding its GPUs then.
+        held = start + unit_exec_s
+        if sizes is None:
+            job_columns, job_gpus = unit_columns, unit_gpus
+        else:
             job_columns = np.repeat(unit_columns, sizes)
             job_gpus = np.repeat(unit_gpus, sizes)
             held = np.repeat(held, sizes)
-        else:
-            running = count
-            stopped = np.fromiter(map(_FIRST, map(_STOPPED, progress)), np.float64, count)
-            job_columns, job_gpus = unit_columns, unit_gpus
-            jobs = None
         end = np.where((stopped > held) | (stopped < start), held, stopped)
         positions = self._index.positions(job_ids)
         if positions is None:
-            positions = self._first_seen_running(
-                job_ids, list(map(_UNIT, planned)) if jobs is None else jobs
-            )
+            positions = self._first_seen_running(job_ids, states())
         self._extend_segments(positions, index, end, job_columns, job_gpus)
+        running = len(job_ids)
         self._time_s.append(start)
-        self._busy.append(tuple(int(gpus) for gpus in busy))
+        self._busy.append(tuple(busy.astype(np.int64).tolist()))
         self._queued.append(active - running)
         self._running.append(running)
         self._solve_s.append(solve)
@@ -460,6 +508,10 @@ class TimelineRecorder:
             & (segments.column[positions] == columns)
             & (segments.gpus[positions] == gpus)
         )
+        if same.all():  # every job goes on as it did last round: a common round
+            segments.end[positions] = end
+            segments.last[positions] = index
+            return
         kept = positions[same]
         segments.end[kept] = end[same]
         segments.last[kept] = index

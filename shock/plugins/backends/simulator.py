@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from shock.core.engine import run_engine
 from shock.core.executor import (
+    ColumnProgress,
     ExecutorCapabilities,
     PlannedUnit,
+    RoundColumns,
     RoundPlan,
     RoundReport,
     UnitProgress,
@@ -32,7 +36,7 @@ class SimulatedExecutor:
     """Progress computed analytically: steps = rate x (round length - overhead), whole steps,
     at least one, at most what the job has left."""
 
-    capabilities = ExecutorCapabilities(simulates_jobs=True)
+    capabilities = ExecutorCapabilities(simulates_jobs=True, columnar_rounds=True)
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -88,6 +92,25 @@ class SimulatedExecutor:
             end = max(end, unit_finish)
         self.now = end
         return RoundReport(end, tuple(units))
+
+    def run_round_columns(self, plan: RoundColumns) -> ColumnProgress:
+        """`run_round` for jobs alone, element by element in the same arithmetic."""
+        if self.fewer_steps and plan.overhead_s.any():
+            raise ValueError("rounds with Shockwave's overhead effect are planned as units")
+        start = plan.start_s
+        round_length = plan.end_s - start
+        rates, left, lost = plan.rates, plan.steps_left, plan.overhead_s
+        # Whole steps (int() truncates, as np.trunc), at least one, at most what is left
+        # (none where nothing is).
+        count = np.trunc(rates * (round_length - lost))
+        count[count < 1] = 1.0
+        over = count > left
+        count[over] = np.where(left[over] > 0, left[over], 0.0)
+        # (start + lost) + count / rate, as Python evaluates it unit by unit.
+        finish = np.full(len(count), plan.end_s) if self.quantised else start + lost + count / rates
+        end = max(start, float(finish.max())) if len(finish) else start
+        self.now = end
+        return ColumnProgress(end, count, finish, finish - start)
 
     def idle_until(self, time_s: float) -> None:
         self.now = max(self.now, time_s)
