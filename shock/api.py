@@ -15,7 +15,9 @@ Import from here, and only from here: everything under `shock.core`, `shock.plug
   `JobState`s, given each job's `BatchSchedule`).
 - Backends: `Backend`; the executor contract that `run_engine` drives (`Executor`,
   `ExecutorCapabilities`, `RoundPlan`, `PlannedUnit`, `BatchSizeOrder`, `RoundReport`,
-  `UnitProgress`, `StrayProgress`, `MeasuredRate`, `BatchSizeChange`); a backend's own options
+  `UnitProgress`, `StrayProgress`, `MeasuredRate`, `BatchSizeChange`; for a simulating
+  executor that takes rounds as arrays, `ColumnarExecutor`, `RoundColumns`, `ColumnProgress`);
+  a backend's own options
   are a dataclass (`BackendOption` describes one, `declared_options` lists a backend's);
   `RunRequest`, `RunConfig`, `ClusterRuntime`, `RunResult`, `JobRecord`.
 - Traces and the cluster: `TraceFormat`, `Trace`, `JobSpec`, `Cluster`, `Server`,
@@ -46,10 +48,13 @@ from shock.core.events import (
 from shock.core.executor import (
     BatchSizeChange,
     BatchSizeOrder,
+    ColumnarExecutor,
+    ColumnProgress,
     Executor,
     ExecutorCapabilities,
     MeasuredRate,
     PlannedUnit,
+    RoundColumns,
     RoundPlan,
     RoundReport,
     StrayProgress,
@@ -92,6 +97,8 @@ __all__ = [  # grouped in the module docstring
     "BatchSizeRules",
     "Cluster",
     "ClusterRuntime",
+    "ColumnProgress",
+    "ColumnarExecutor",
     "Executor",
     "ExecutorCapabilities",
     "GrantPart",
@@ -117,6 +124,7 @@ __all__ = [  # grouped in the module docstring
     "ResourceGrant",
     "ResourcePlacement",
     "ResourceRequest",
+    "RoundColumns",
     "RoundEnded",
     "RoundPlan",
     "RoundReport",
