@@ -452,10 +452,9 @@ class Mechanism:
         # One entry per job: the time-received counters of distinct (slot, column)s.
         counters.block.reshape(-1)[slots * self._stride + columns] += received
         worker_time = self.worker_time
-        for column in set(columns.tolist()):
-            # Sequential sums (accumulate, unlike sum, adds in order), from the total so far.
-            summands = np.concatenate(([worker_time[column]], received[columns == column]))
-            worker_time[column] = float(np.add.accumulate(summands)[-1])
+        # Each type's total, summed unit by unit in plan order (as `credit` does).
+        for column, seconds in zip(columns.tolist(), received.tolist(), strict=True):
+            worker_time[column] += seconds
         count = len(jobs)
         steps_done = np.fromiter(map(_STEPS_DONE, jobs), np.float64, count) + steps
         time_run = np.fromiter(map(_TIME_RUN, jobs), np.float64, count) + exec_s

@@ -293,30 +293,34 @@ class _OpenSegments:
 class _ClosedSegments:
     """Segments a job left (it ran elsewhere, or paused), in the order they closed, as
     columns: job index, first round, end, worker-type column, GPUs (20 bytes a segment).
-    Each column is a list of arrays, joined every few hundred rounds."""
+    Each column is a list of blocks: a round's segments are added as an array, and every few
+    hundred rounds those arrays are joined into one block (joining everything each time
+    would copy the whole history again and again)."""
 
     DTYPES = (np.int32, np.int32, np.float64, np.uint16, np.uint16)
 
     def __init__(self) -> None:
-        self.columns: list[list[np.ndarray]] = [[np.zeros(0, t)] for t in self.DTYPES]
-        self.rounds = 0  # rounds added since the columns were last joined
+        self.blocks: list[list[np.ndarray]] = [[] for _ in self.DTYPES]
+        self.recent: list[list[np.ndarray]] = [[] for _ in self.DTYPES]
 
     def add(self, segments: tuple[np.ndarray, ...]) -> None:
-        for parts, values in zip(self.columns, segments, strict=True):
+        recent = self.recent
+        for parts, values in zip(recent, segments, strict=True):
             parts.append(values)
-        self.rounds += 1
-        if self.rounds >= _BLOCK_ROUNDS:
-            self.joined_with(tuple(np.zeros(0, t) for t in self.DTYPES))
+        if len(recent[0]) >= _BLOCK_ROUNDS:
+            for blocks, parts in zip(self.blocks, recent, strict=True):
+                blocks.append(np.concatenate(parts))
+                parts.clear()
 
     def joined_with(self, still_open: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
         """Each column joined into one array, followed by `still_open`'s. Column by column,
         so that only one column is ever held twice; the closed ones keep a view of it."""
-        self.rounds = 0
         joined = []
-        for parts, values in zip(self.columns, still_open, strict=True):
-            closed = sum(len(part) for part in parts)
-            column = np.concatenate((*parts, values))
-            parts[:] = [column[:closed]]
+        for blocks, parts, values in zip(self.blocks, self.recent, still_open, strict=True):
+            closed = sum(len(block) for block in blocks) + sum(len(part) for part in parts)
+            column = np.concatenate((*blocks, *parts, values))
+            blocks[:] = [column[:closed]]
+            parts.clear()
             joined.append(column)
         return tuple(joined)
 
