@@ -35,7 +35,7 @@ def test_loading_the_plugins_imports_no_solver_modelling_or_cluster_library() ->
 def test_a_policy_view_is_the_policy_job_of_the_state_and_is_renewed_when_it_moves() -> None:
     spec = JobSpec(7, "LM (batch size 20)", 500, scale_factor=2, arrival_time=3.0,
                    priority_weight=5.0, slo=2.0, mode="accordion", entity="a")  # fmt: skip
-    state = JobState(spec, 7, 2, 500, [1.0], [1.0], steps_done=12.5, time_run_s=40.0, speed=1.5)
+    state = JobState(spec, 7, 2, 500, [1.0], [1.0], _steps_done=12.5, _time_run_s=40.0, speed=1.5)
     expected = PolicyJob(7, "LM (batch size 20)", 2, 5.0, 3.0, 500, 12.5, 2.0, "a",
                          "accordion", 40.0, 1.5)  # fmt: skip
     view = _policy_view(state)

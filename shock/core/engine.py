@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -77,9 +78,17 @@ _COLUMN = itemgetter(1)
 _GPUS = itemgetter(3)
 _FIRST_RATE = itemgetter(0)
 _RATES = itemgetter(4)
-_JOB_ID = attrgetter("job_id")
-_STEPS_DONE = attrgetter("steps_done")
-_TOTAL_STEPS = attrgetter("total_steps")
+_SLOT = attrgetter("slot")
+
+
+@dataclass(frozen=True, slots=True)
+class _ColumnRound:
+    """What the engine keeps of a round it planned as columns, to credit it."""
+
+    jobs: list[JobState]
+    slots: np.ndarray  # each job's row of the mechanism's counters
+    columns: np.ndarray  # its worker type's column
+    gpus: np.ndarray  # its gang's size
 
 
 class _Hooks:
@@ -136,6 +145,8 @@ class Engine:
         self.timeline: TimelineRecorder | None = None  # set once the cluster is known
         # An executor that takes rounds as columns gets those it can (see _plans_columns).
         self.columnar: ColumnarExecutor | None = None
+        nothing = np.zeros(0, np.intp)
+        self._column_round = _ColumnRound([], nothing, nothing, nothing)  # the last one planned
         if self.capabilities.columnar_rounds:
             if not isinstance(executor, ColumnarExecutor):
                 raise ShockError(
@@ -255,7 +266,7 @@ class Engine:
                     assert self.columnar is not None
                     progress = self.columnar.run_round_columns(plan)
                     now = progress.end_s
-                    self._apply_columns(progress, planned, plan)
+                    self._apply_columns(progress, plan)
                 else:
                     report = executor.run_round(plan)
                     now = report.end_s
@@ -489,17 +500,26 @@ class Engine:
         now: float,
     ) -> RoundColumns:
         """The round as columns (every unit a job alone, see `_plans_columns`)."""
+        mechanism = self.mechanism
+        assert mechanism is not None
         count = len(assignments)
-        jobs = list(map(_UNIT, assignments))
-        done = np.fromiter(map(_STEPS_DONE, jobs), np.float64, count)
+        jobs: list[JobState] = list(map(_UNIT, assignments))
+        slots = np.fromiter(map(_SLOT, jobs), np.intp, count)
+        self._column_round = _ColumnRound(
+            jobs,
+            slots,
+            np.fromiter(map(_COLUMN, assignments), np.intp, count),
+            np.fromiter(map(len, map(_GPUS, assignments)), np.intp, count),
+        )
+        counters = mechanism.counters
         overheads = self._overheads(assignments, ran_last_round)
         return RoundColumns(
             self.rounds,
             now,
             now + self.config.mechanism.round_length_s,
-            np.fromiter(map(_JOB_ID, jobs), np.int64, count),
+            counters.job_id[slots],
             np.fromiter(map(_FIRST_RATE, map(_RATES, assignments)), np.float64, count),
-            np.fromiter(map(_TOTAL_STEPS, jobs), np.float64, count) - done,
+            counters.total_steps[slots] - counters.steps_done[slots],
             np.zeros(count) if overheads is None else np.array(overheads, dtype=np.float64),
         )
 
@@ -586,23 +606,21 @@ class Engine:
                 report.batch_size_changes,
             )
 
-    def _apply_columns(
-        self, progress: ColumnProgress, planned: list[Assignment], plan: RoundColumns
-    ) -> None:
+    def _apply_columns(self, progress: ColumnProgress, plan: RoundColumns) -> None:
         """`_apply` for a round planned as columns: the same sums, in the same order."""
         mechanism = self.mechanism
         assert mechanism is not None and self.timeline is not None
-        count = len(planned)
-        if len(progress.exec_s) != count:
-            raise ValueError(f"{count} units planned, progress reported for {len(progress.exec_s)}")
-        jobs: list[JobState] = list(map(_UNIT, planned))
-        columns = np.fromiter(map(_COLUMN, planned), np.intp, count)
-        gpus = np.fromiter(map(len, map(_GPUS, planned)), np.intp, count)
+        planned = self._column_round
+        jobs, columns, gpus = planned.jobs, planned.columns, planned.gpus
+        if len(progress.exec_s) != len(jobs):
+            raise ValueError(f"{len(jobs)} units planned, progress for {len(progress.exec_s)}")
         exec_s = progress.exec_s
         # Summed unit by unit, in plan order (accumulate adds in order, unlike sum).
         busy = np.concatenate(([self.busy_gpu_seconds], exec_s * gpus))
         self.busy_gpu_seconds = float(np.add.accumulate(busy)[-1])
-        finished = mechanism.credit_jobs(jobs, columns, progress.steps, exec_s, plan.overhead_s)
+        finished = mechanism.credit_jobs(
+            jobs, planned.slots, columns, progress.steps, exec_s, plan.overhead_s
+        )
         stopped = progress.stopped_s
         for position in finished:
             self._finished(jobs[position], float(stopped[position]))

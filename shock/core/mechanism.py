@@ -49,10 +49,8 @@ from shock.core.unit_counters import (
 _NO_FRACTION_PRIORITY = 1e9
 _PRIORITY_KEY = itemgetter(0, 1, 2)
 _UNIT_OF_ENTRY = itemgetter(3)
-_SLOT = attrgetter("slot")
-_STEPS_DONE = attrgetter("steps_done")
-_TIME_RUN = attrgetter("time_run_s")
-_TOTAL_STEPS = attrgetter("total_steps")
+# Below this many jobs in a round, the worker types' totals are cheaper summed in a loop.
+_FEW_CREDITED = 64
 # Below this many units, Gavel's priorities are cheaper as a Python loop than as arrays.
 _FEW_UNITS = 40
 
@@ -133,11 +131,14 @@ class JobState(_Counted):
     spec: JobSpec
     job_id: int
     scale_factor: int
-    total_steps: int
+    # Progress (see the properties below): while the job holds a slot, the counters' row
+    # has steps done and seconds run, so a round credits all jobs in array operations;
+    # these fields hold them before the job has a slot and after it left.
+    _total_steps: int
     rates: list[float]  # isolated steps/s per worker-type column
     unconsolidated_rates: list[float]
-    steps_done: float = 0.0
-    time_run_s: float = 0.0  # seconds it has held GPUs, over all rounds
+    _steps_done: float = 0.0
+    _time_run_s: float = 0.0
     speed: float = 1.0  # see PolicyJob.speed
     key: UnitKey = -1
     member_ids: tuple[int, ...] = ()
@@ -151,6 +152,48 @@ class JobState(_Counted):
     slot: int = -1
     counters: UnitCounters | None = None
     final_counters: Counters | None = None
+
+    @property
+    def total_steps(self) -> int:
+        return self._total_steps
+
+    @total_steps.setter
+    def total_steps(self, value: int) -> None:
+        self._total_steps = value
+        if self.slot >= 0 and self.counters is not None:
+            self.counters.total_steps[self.slot] = value
+
+    @property
+    def steps_done(self) -> float:
+        if self.slot >= 0 and self.counters is not None:
+            return self.counters.steps_done.item(self.slot)
+        return self._steps_done
+
+    @steps_done.setter
+    def steps_done(self, value: float) -> None:
+        if self.slot >= 0 and self.counters is not None:
+            self.counters.steps_done[self.slot] = value
+        else:
+            self._steps_done = value
+
+    @property
+    def time_run_s(self) -> float:
+        """Seconds it has held GPUs, over all rounds."""
+        if self.slot >= 0 and self.counters is not None:
+            return self.counters.time_run.item(self.slot)
+        return self._time_run_s
+
+    @time_run_s.setter
+    def time_run_s(self, value: float) -> None:
+        if self.slot >= 0 and self.counters is not None:
+            self.counters.time_run[self.slot] = value
+        else:
+            self._time_run_s = value
+
+    def keep_progress(self) -> None:
+        """The job leaves its slot: its progress moves into its own fields."""
+        self._steps_done = self.steps_done
+        self._time_run_s = self.time_run_s
 
     @property
     def remaining(self) -> float:
@@ -367,7 +410,7 @@ class Mechanism:
             spec=job,
             job_id=job.job_id,
             scale_factor=job.scale_factor,
-            total_steps=job.total_steps,
+            _total_steps=job.total_steps,
             rates=rates,
             unconsolidated_rates=unconsolidated,
             key=job.job_id,
@@ -376,7 +419,14 @@ class Mechanism:
         state.members = (state,)
         counters = self.counters
         slot = counters.acquire(
-            state, job.job_id, job.scale_factor, job.priority_weight, rates, half_round, 0.0
+            state,
+            job.job_id,
+            job.scale_factor,
+            job.priority_weight,
+            rates,
+            half_round,
+            0.0,
+            job.total_steps,
         )
         state.slot, state.counters = slot, counters
         state.rates = UnitRates(rates, counters, slot)
@@ -435,35 +485,38 @@ class Mechanism:
     def credit_jobs(
         self,
         jobs: list[JobState],
+        slots: np.ndarray,
         columns: np.ndarray,
         steps: np.ndarray,
         exec_s: np.ndarray,
         overhead_s: np.ndarray,
     ) -> list[int]:
-        """`credit` for a round of jobs alone, as columns (each job once, in plan order);
-        returns the positions of the jobs that finished, in order. Every sum is taken in the
-        order `credit` would take it, so the counters agree with it to the last digit."""
+        """`credit` for a round of jobs alone, as columns (each job once, in plan order, with
+        its slot); returns the positions of the jobs that finished, in order. Every sum is
+        taken in the order `credit` would take it, so the counters agree with it to the last
+        digit."""
         received = exec_s
         if not self.config.overhead_counts_as_received and overhead_s.any():
             received = np.where(overhead_s != 0, np.maximum(exec_s - overhead_s, 0.0), exec_s)
         counters = self.counters
         counters.flush()
-        slots = np.fromiter(map(_SLOT, jobs), np.intp, len(jobs))
-        # One entry per job: the time-received counters of distinct (slot, column)s.
+        # One entry per job: distinct (slot, column)s and slots, so plain indexed adds.
         counters.block.reshape(-1)[slots * self._stride + columns] += received
+        counters.time_run[slots] += exec_s
+        counters.steps_done[slots] += steps
         worker_time = self.worker_time
-        # Each type's total, summed unit by unit in plan order (as `credit` does).
-        for column, seconds in zip(columns.tolist(), received.tolist(), strict=True):
-            worker_time[column] += seconds
-        count = len(jobs)
-        steps_done = np.fromiter(map(_STEPS_DONE, jobs), np.float64, count) + steps
-        time_run = np.fromiter(map(_TIME_RUN, jobs), np.float64, count) + exec_s
-        for job, done, run_s in zip(jobs, steps_done.tolist(), time_run.tolist(), strict=True):
-            job.steps_done = done
-            job.time_run_s = run_s
-        totals = np.fromiter(map(_TOTAL_STEPS, jobs), np.float64, count)
+        if len(columns) < _FEW_CREDITED:
+            # Each type's total, summed unit by unit in plan order (as `credit` does).
+            for column, seconds in zip(columns.tolist(), received.tolist(), strict=True):
+                worker_time[column] += seconds
+        else:
+            for column in set(columns.tolist()):
+                # The same sums in order (accumulate adds in order, unlike sum).
+                summands = np.concatenate(([worker_time[column]], received[columns == column]))
+                worker_time[column] = float(np.add.accumulate(summands)[-1])
+        done = counters.steps_done[slots] >= counters.total_steps[slots]
         finished = []
-        for position in np.flatnonzero(steps_done >= totals).tolist():
+        for position in np.flatnonzero(done).tolist():
             job = jobs[position]
             if job.empty_rounds_left > 1:
                 self._ran_empty(job)
@@ -509,6 +562,7 @@ class Mechanism:
 
     def _remove(self, job: JobState) -> None:
         del self.active[job.job_id]
+        job.keep_progress()
         self.counters.release(job.slot)
         self._by_id = None
         self._drop_pairs_of(job)

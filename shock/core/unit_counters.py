@@ -69,6 +69,10 @@ class UnitCounters:
         self.job_id = np.zeros(0, dtype=np.int64)
         self.gpus = np.zeros(0)
         self.weight = np.zeros(0)
+        # A job's progress (steps done, seconds on GPUs, steps in all); unused for pairs.
+        self.steps_done = np.zeros(0)
+        self.time_run = np.zeros(0)
+        self.total_steps = np.zeros(0)
         self.owner: list[SlotHolder | None] = []  # the unit holding each slot
         self.size: list[int] = []  # its gang size
         self._free: list[int] = []
@@ -95,6 +99,9 @@ class UnitCounters:
         self.job_id = grown(self.job_id)
         self.gpus = grown(self.gpus)
         self.weight = grown(self.weight)
+        self.steps_done = grown(self.steps_done)
+        self.time_run = grown(self.time_run)
+        self.total_steps = grown(self.total_steps)
         self.owner.extend([None] * extra)
         self.size.extend([0] * extra)
         self._free.extend(range(new - 1, old - 1, -1))  # popped lowest first
@@ -116,9 +123,10 @@ class UnitCounters:
         rates: Sequence[float],
         time_so_far: float,
         deficit: float,
+        total_steps: float = 0.0,
     ) -> int:
         """A slot for a new unit (a job, or a pair with job_id -1), with its counters set
-        (and no allocation)."""
+        (and no allocation, no progress)."""
         if not self._free:
             self._grow()
         slot = self._free.pop()
@@ -131,6 +139,9 @@ class UnitCounters:
         self.job_id[slot] = job_id
         self.gpus[slot] = size
         self.weight[slot] = weight
+        self.steps_done[slot] = 0.0
+        self.time_run[slot] = 0.0
+        self.total_steps[slot] = total_steps
         self.owner[slot] = owner
         self.size[slot] = size
         return slot
