@@ -9,7 +9,9 @@ runs at every allocation of long simulations, so its arithmetic is vectorised.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from itertools import chain
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -167,20 +169,20 @@ def check_placement(
     requests: Sequence[_Request],
     gpus_of: Mapping[UnitKey, Sequence[int]],
     every_request: bool = True,
+    valid_gpus: AbstractSet[int] | None = None,
 ) -> None:
     """Raise PluginOutputError unless every requested unit (each placed one, when the
     placement may leave units out) got as many distinct GPUs of `servers` (the GPUs of one
-    worker type) as it asked for, no GPU twice."""
+    worker type) as it asked for, no GPU twice. `valid_gpus`, when given, is the set of the
+    GPUs of `servers` (a caller that checks every round keeps it)."""
+    wanted = dict(map(_KEY_AND_SIZE, requests))
+    if _plainly_usable(servers, wanted, gpus_of, every_request, valid_gpus):
+        return
     name = getattr(placement, "name", type(placement).__name__)
 
     def fail(message: str) -> PluginOutputError:
-        return PluginOutputError(
-            f"placement '{name}' returned an unusable placement: {message}"
-        )
+        return PluginOutputError(f"placement '{name}' returned an unusable placement: {message}")
 
-    wanted = {request.key: request.scale_factor for request in requests}
-    if _plainly_usable(servers, wanted, gpus_of, every_request):
-        return
     # Something is wrong: find the first fault, to name it.
     unknown = [key for key in gpus_of if key not in wanted]
     if unknown:
@@ -204,25 +206,31 @@ def check_placement(
             taken.add(gpu)
 
 
+_KEY_AND_SIZE = attrgetter("key", "scale_factor")
+
+
 def _plainly_usable(
     servers: Sequence[Sequence[int]],
     wanted: Mapping[UnitKey, int],
     gpus_of: Mapping[UnitKey, Sequence[int]],
     every_request: bool,
+    valid_gpus: AbstractSet[int] | None = None,
 ) -> bool:
-    """Whether `check_placement` would pass, decided with set operations (it runs for every
-    round): every unit asked for (each one, if `every_request`) with as many GPUs as it needs,
-    all of them distinct and of `servers`."""
+    """Whether `check_placement` would pass, decided with a few operations in C (it runs for
+    every round): every unit asked for (each one, if `every_request`) with as many GPUs as it
+    needs, all of them distinct and of `servers`."""
     if every_request and len(gpus_of) != len(wanted):
         return False
-    size_of = wanted.get
-    taken: list[int] = []
-    for key, gpus in gpus_of.items():
-        if size_of(key) != len(gpus):  # also a key not asked for (None)
-            return False
-        taken.extend(gpus)
+    # Each unit's GPU count against its request's (None for a unit not asked for).
+    if list(map(len, gpus_of.values())) != list(map(wanted.get, gpus_of)):
+        return False
+    taken = list(chain.from_iterable(gpus_of.values()))
     distinct = set(taken)
-    return len(distinct) == len(taken) and distinct.issubset(chain.from_iterable(servers))
+    if len(distinct) != len(taken):
+        return False
+    if valid_gpus is not None:
+        return distinct <= valid_gpus
+    return distinct.issubset(chain.from_iterable(servers))
 
 
 def check_resource_placement(
