@@ -143,9 +143,13 @@ def _tightest_fits(free: list[list[int]], need: int, wanted: int) -> list[tuple[
     return gangs
 
 
-def _tightest_singles(free: list[list[int]], fitting: list[int], wanted: int) -> list[tuple[int]]:
+def _tightest_singles(
+    free: list[list[int]], fitting: list[int], wanted: int
+) -> list[tuple[int, ...]]:
     """`_tightest_fits` for one-GPU gangs: the free GPUs of the servers in order."""
-    gangs = list(zip(islice(chain.from_iterable(map(free.__getitem__, fitting)), wanted)))
+    gangs: list[tuple[int, ...]] = list(
+        zip(islice(chain.from_iterable(map(free.__getitem__, fitting)), wanted))
+    )
     left = len(gangs)
     for index in fitting:  # take them out of `free`
         gpus = free[index]
