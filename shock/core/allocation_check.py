@@ -207,6 +207,41 @@ def check_placement(
 
 
 _KEY_AND_SIZE = attrgetter("key", "scale_factor")
+_KEY = attrgetter("key")
+_SIZE = attrgetter("scale_factor")
+
+
+def placed_in_order(
+    placement: object,
+    servers: Sequence[Sequence[int]],
+    requests: Sequence[_Request],
+    gpus_of: Mapping[UnitKey, Sequence[int]],
+    valid_gpus: AbstractSet[int] | None = None,
+) -> list[Sequence[int]]:
+    """Each request's GPUs in `gpus_of`, in the requests' order, once `check_placement` has
+    passed. The common case (every request placed once, with as many GPUs as it needs, all
+    distinct and of `servers`) is decided in C; anything else goes to the detailed check,
+    which names the fault."""
+    keys = list(map(_KEY, requests))
+    sizes = list(map(_SIZE, requests))
+    # Checks that together imply the detailed ones: with every key found and as many keys
+    # as requests, a key asked for twice would take its GPUs twice (each needs at least one).
+    if len(gpus_of) == len(keys) and (not sizes or min(sizes) >= 1):
+        try:
+            placed = list(map(gpus_of.__getitem__, keys))
+        except KeyError:
+            placed = []
+        if len(placed) == len(keys) and list(map(len, placed)) == sizes:
+            taken = list(chain.from_iterable(placed))
+            distinct = set(taken)
+            if len(distinct) == len(taken) and (
+                distinct <= valid_gpus
+                if valid_gpus is not None
+                else distinct.issubset(chain.from_iterable(servers))
+            ):
+                return placed
+    check_placement(placement, servers, requests, gpus_of, valid_gpus=valid_gpus)
+    return [gpus_of[key] for key in keys]
 
 
 def _plainly_usable(
