@@ -29,20 +29,12 @@ def _extend_leases(
 ) -> dict[UnitKey, tuple[int, ...]]:
     """Each request that had GPUs last round keeps them if they are as many as it needs and
     none is taken (by an earlier request or in `taken`); the kept GPUs are added to `taken`."""
-    candidates = list(filter(_previous_gpus, requests))  # those that ran here last round
-    previous = list(map(_previous_gpus, candidates))
-    if list(map(len, previous)) == list(map(_size, candidates)):
-        # The common case, decided in C: all of the right size and no GPU wanted twice.
-        wanted = list(chain.from_iterable(previous))
-        distinct = set(wanted)
-        if len(distinct) == len(wanted) and taken.isdisjoint(distinct):
-            taken.update(distinct)
-            return dict(zip(map(_key, candidates), previous, strict=True))
     kept: dict[UnitKey, tuple[int, ...]] = {}
-    for request, gpus in zip(candidates, previous, strict=True):
-        if len(gpus) == request.scale_factor and taken.isdisjoint(gpus):
-            kept[request.key] = gpus
-            taken.update(gpus)
+    for request in filter(_previous_gpus, requests):  # those that ran here last round
+        previous = request.previous_gpus
+        if len(previous) == request.scale_factor and taken.isdisjoint(previous):
+            kept[request.key] = previous
+            taken.update(previous)
     return kept
 
 
