@@ -52,6 +52,8 @@ _PRIORITY_KEY = itemgetter(0, 1, 2)
 _UNIT_OF_ENTRY = itemgetter(3)
 # Below this many units, Gavel's priorities are cheaper as a Python loop than as arrays.
 _FEW_UNITS = 40
+# Up to this many units of a type, their assignments are cheaper built in a Python loop.
+_FEW_PLACED = 24
 
 
 def _gavel_entry_order(unit: Unit) -> tuple[int, int, int]:
@@ -924,7 +926,11 @@ class Mechanism:
             # Kept: ran on exactly these GPUs of this type last round.
             kept = map(eq, previous_gpus, placed)
             worker_type = self.worker_types[column]
-            if set(map(type, runnable)) == _ONLY_JOBS and (not sensitive or max(sizes) == 1):
+            if (
+                len(runnable) > _FEW_PLACED
+                and set(map(type, runnable)) == _ONLY_JOBS
+                and (not sensitive or max(sizes) == 1)
+            ):
                 # Jobs at their one rate per type (`_rates_on`): all built in C.
                 rates = zip(map(itemgetter(column), map(_RATES_OF, runnable)))
                 assignments.extend(

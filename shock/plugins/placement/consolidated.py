@@ -15,8 +15,6 @@ from shock.core.policy import UnitKey
 
 # Getters in C (they run for every request in every round).
 _size = attrgetter("scale_factor")
-_key = attrgetter("key")
-_previous_gpus = attrgetter("previous_gpus")
 
 
 def _by_size(requests: list[PlacementRequest]) -> list[PlacementRequest]:
@@ -30,9 +28,9 @@ def _extend_leases(
     """Each request that had GPUs last round keeps them if they are as many as it needs and
     none is taken (by an earlier request or in `taken`); the kept GPUs are added to `taken`."""
     kept: dict[UnitKey, tuple[int, ...]] = {}
-    for request in filter(_previous_gpus, requests):  # those that ran here last round
+    for request in requests:
         previous = request.previous_gpus
-        if len(previous) == request.scale_factor and taken.isdisjoint(previous):
+        if previous and len(previous) == request.scale_factor and taken.isdisjoint(previous):
             kept[request.key] = previous
             taken.update(previous)
     return kept
@@ -87,8 +85,8 @@ class ConsolidatedPlacement:
     def place(
         self, servers: list[list[int]], requests: list[PlacementRequest]
     ) -> dict[UnitKey, tuple[int, ...]]:
-        one_size = len(set(map(_size, requests))) <= 1
-        ordered = requests if one_size else _by_size(requests)
+        sizes = set(map(_size, requests))
+        ordered = requests if len(sizes) <= 1 else _by_size(requests)
         taken: set[int] = set()
         placed = _extend_leases(ordered, taken)
         # Each server's free GPUs (never changed in place: a server nothing took from is
@@ -97,11 +95,11 @@ class ConsolidatedPlacement:
             server if taken.isdisjoint(server) else list(filterfalse(taken.__contains__, server))
             for server in servers
         ]
-        for need, same_size in groupby(ordered, _size):
-            # Each unit once, in order (a key asked for twice is placed once).
-            keys = list(filterfalse(placed.__contains__, dict.fromkeys(map(_key, same_size))))
-            if not keys:
-                continue
+        same_sizes = [(sizes.pop(), ordered)] if len(sizes) == 1 else groupby(ordered, _size)
+        for need, same_size in same_sizes:
+            keys = [request.key for request in same_size if request.key not in placed]
+            if len(set(keys)) != len(keys):
+                keys = list(dict.fromkeys(keys))  # a unit asked for twice is placed once
             gangs = _tightest_fits(free, need, len(keys))
             placed.update(zip(keys, gangs, strict=False))  # (fewer gangs: the rest spread)
             for key in keys[len(gangs) :]:
