@@ -337,12 +337,20 @@ def test_the_placement_check_in_request_order_agrees_with_the_detailed_check(see
     servers, requests, gpus_of = _random_placement(random.Random(seed))
     valid = frozenset(gpu for server in servers for gpu in server)
     faulty = _plainly_faulty(servers, requests, gpus_of)
-    for valid_gpus in (None, valid):
+    keys = [request.key for request in requests]
+    sizes = [request.scale_factor for request in requests]
+    for valid_gpus, known in ((None, {}), (valid, {}), (valid, {"keys": keys, "sizes": sizes})):
         messages = []
         for check in (check_placement, placed_in_order):
+            arguments = known if check is placed_in_order else {}
             try:
                 placed = check(
-                    BrokenPlacement("x"), servers, requests, gpus_of, valid_gpus=valid_gpus
+                    BrokenPlacement("x"),
+                    servers,
+                    requests,
+                    gpus_of,
+                    valid_gpus=valid_gpus,
+                    **arguments,
                 )
             except PluginOutputError as error:
                 messages.append(str(error))

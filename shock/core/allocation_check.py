@@ -217,13 +217,18 @@ def placed_in_order(
     requests: Sequence[_Request],
     gpus_of: Mapping[UnitKey, Sequence[int]],
     valid_gpus: AbstractSet[int] | None = None,
+    keys: list[UnitKey] | None = None,
+    sizes: list[int] | None = None,
 ) -> list[Sequence[int]]:
     """Each request's GPUs in `gpus_of`, in the requests' order, once `check_placement` has
     passed. The common case (every request placed once, with as many GPUs as it needs, all
     distinct and of `servers`) is decided in C; anything else goes to the detailed check,
-    which names the fault."""
-    keys = list(map(_KEY, requests))
-    sizes = list(map(_SIZE, requests))
+    which names the fault. `keys` and `sizes`, when given, are the requests' keys and scale
+    factors in order (a caller that has them saves two passes)."""
+    if keys is None:
+        keys = list(map(_KEY, requests))
+    if sizes is None:
+        sizes = list(map(_SIZE, requests))
     # Checks that together imply the detailed ones: with every key found and as many keys
     # as requests, a key asked for twice would take its GPUs twice (each needs at least one).
     if len(gpus_of) == len(keys) and (not sizes or min(sizes) >= 1):

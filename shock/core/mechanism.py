@@ -920,7 +920,13 @@ class Mechanism:
             placed = cast(
                 list[tuple[int, ...]],
                 placed_in_order(
-                    self.placement, servers, requests, gpus_of, self._gpus_by_column[column]
+                    self.placement,
+                    servers,
+                    requests,
+                    gpus_of,
+                    self._gpus_by_column[column],
+                    keys,
+                    sizes,
                 ),
             )
             # Kept: ran on exactly these GPUs of this type last round.
