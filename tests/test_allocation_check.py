@@ -3,6 +3,7 @@ and a broken policy or placement stops a run with an error naming it and what is
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +16,9 @@ from instances import generated_input
 from shock.core.allocation_check import (
     PluginOutputError,
     check_allocation,
+    check_placement,
     check_resource_placement,
+    placed_in_order,
 )
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.placement import PlacementRequest
@@ -262,6 +265,103 @@ def test_a_broken_placement_stops_the_run_naming_the_placement(breakage: str) ->
     message = str(error.value)
     assert f"placement '{placement.name}'" in message
     assert PLACEMENT_BREAKAGES[breakage] in message, message
+
+
+def _plainly_faulty(
+    servers: list[list[int]], requests: list[PlacementRequest], gpus_of: dict[UnitKey, Any]
+) -> bool:
+    """The placement rule written plainly: each unit asked for, and only those, got as many
+    GPUs as it needs (the last request of a key counts), all of them distinct and of `servers`."""
+    wanted = {request.key: request.scale_factor for request in requests}
+    if set(gpus_of) != set(wanted):
+        return True
+    if any(len(gpus) != wanted[key] for key, gpus in gpus_of.items()):
+        return True
+    taken = [gpu for gpus in gpus_of.values() for gpu in gpus]
+    valid = {gpu for server in servers for gpu in server}
+    return len(set(taken)) != len(taken) or not set(taken) <= valid
+
+
+def _random_placement(
+    rng: random.Random,
+) -> tuple[list[list[int]], list[PlacementRequest], dict[UnitKey, Any]]:
+    """A usable placement, then (mostly) one or two faults of the kinds a plugin could make."""
+    servers, next_gpu = [], 0
+    for _ in range(rng.randint(1, 4)):
+        size = rng.randint(1, 4)
+        servers.append(list(range(next_gpu, next_gpu + size)))
+        next_gpu += size + rng.randint(0, 1)  # sometimes a gap: an id of no server
+    free = [gpu for server in servers for gpu in server]
+    rng.shuffle(free)
+    requests, gpus_of = [], {}
+    for key in range(rng.randint(0, 6)):
+        size = rng.choice((0, 1, 1, 2, 3))
+        if size > len(free):
+            break
+        requests.append(PlacementRequest(key, size, None))
+        gpus_of[key] = tuple(free.pop() for _ in range(size))
+    for _ in range(rng.choice((0, 1, 1, 2))):
+        keys = list(gpus_of)
+        fault = rng.randrange(8)
+        if fault == 0 and keys:
+            del gpus_of[rng.choice(keys)]  # a unit left out
+        elif fault == 1:
+            gpus_of[rng.choice((99, (1, 2)))] = (rng.randrange(next_gpu + 1),)  # not asked for
+        elif fault == 2 and keys:
+            key = rng.choice(keys)
+            gpus_of[key] = gpus_of[key][:-1]  # too few
+        elif fault == 3 and keys:
+            key = rng.choice(keys)
+            gpus_of[key] = (*gpus_of[key], rng.randrange(next_gpu + 2))  # too many (any GPU)
+        elif fault == 4 and keys:
+            key = rng.choice(keys)
+            gpus_of[key] = (*gpus_of[key][1:], rng.choice((next_gpu, -1, 10_000)))  # foreign
+        elif fault == 5 and len(keys) > 1:
+            first, second = rng.sample(keys, 2)  # a GPU of another unit
+            if gpus_of[first] and gpus_of[second]:
+                gpus_of[second] = (gpus_of[first][0], *gpus_of[second][1:])
+        elif fault == 6 and keys:
+            key = rng.choice(keys)  # a GPU twice in one gang
+            if gpus_of[key]:
+                gpus_of[key] = (gpus_of[key][0], *gpus_of[key][:-1])
+        elif fault == 7 and requests:
+            request = rng.choice(requests)  # a unit asked for twice
+            size = rng.choice((request.scale_factor, request.scale_factor + 1))
+            requests.insert(rng.randrange(len(requests) + 1), request._replace(scale_factor=size))
+    return servers, requests, gpus_of
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 10**9))
+def test_the_placement_check_in_request_order_agrees_with_the_detailed_check(seed: int) -> None:
+    servers, requests, gpus_of = _random_placement(random.Random(seed))
+    valid = frozenset(gpu for server in servers for gpu in server)
+    faulty = _plainly_faulty(servers, requests, gpus_of)
+    keys = [request.key for request in requests]
+    sizes = [request.scale_factor for request in requests]
+    for valid_gpus, known in ((None, {}), (valid, {}), (valid, {"keys": keys, "sizes": sizes})):
+        messages = []
+        for check in (check_placement, placed_in_order):
+            arguments = known if check is placed_in_order else {}
+            try:
+                placed = check(
+                    BrokenPlacement("x"),
+                    servers,
+                    requests,
+                    gpus_of,
+                    valid_gpus=valid_gpus,
+                    **arguments,
+                )
+            except PluginOutputError as error:
+                messages.append(str(error))
+                continue
+            assert not faulty, (check.__name__, requests, gpus_of)
+            if check is placed_in_order:
+                assert placed == [gpus_of[request.key] for request in requests]
+        # Both catch a fault, naming the same one (the detailed check's).
+        assert len(messages) == (2 if faulty else 0), (messages, requests, gpus_of)
+        assert len(set(messages)) <= 1
+        assert all("placement 'broken_x'" in message for message in messages)
 
 
 # ------------------------------------------------------------------ broken resource placements

@@ -79,23 +79,28 @@ def _reference_consolidated(
     return placed
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.integers(0, 10**6))
 def test_consolidated_placement_matches_the_plain_rule(seed: int) -> None:
     rng = random.Random(seed)
     servers, next_gpu = [], 0
     for _ in range(rng.randint(1, 6)):
-        size = rng.choice((1, 2, 4, 8))
+        size = rng.choice((1, 2, 3, 4, 8))
         servers.append(list(range(next_gpu, next_gpu + size)))
         next_gpu += size
     gpus = [g for s in servers for g in s]
+    # Sometimes one-GPU jobs only (placed as one batch), else gangs that may straddle servers.
+    sizes = (1,) if rng.random() < 0.3 else (1, 1, 2, 3, 4, 8)
     requests, left = [], len(gpus)
-    for key in range(rng.randint(0, 8)):
-        size = rng.choice((1, 1, 2, 4))
-        if size > left:
-            break
+    for key in range(rng.randint(0, 12)):
+        size = rng.choice(sizes)
+        if size > left and rng.random() < 0.8:
+            break  # (else more than fit: the last gangs get what is left)
         left -= size
-        previous = tuple(rng.sample(gpus, size)) if rng.random() < 0.5 else None
+        previous = None
+        if rng.random() < 0.5:  # last round's GPUs: mostly as many as it needs
+            count = size if rng.random() < 0.9 else size - 1
+            previous = tuple(rng.sample(gpus, min(len(gpus), count)))
         requests.append(PlacementRequest(key, size, previous))
     assert ConsolidatedPlacement().place(servers, requests) == _reference_consolidated(
         servers, requests

@@ -9,7 +9,9 @@ runs at every allocation of long simulations, so its arithmetic is vectorised.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from itertools import chain
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -167,20 +169,20 @@ def check_placement(
     requests: Sequence[_Request],
     gpus_of: Mapping[UnitKey, Sequence[int]],
     every_request: bool = True,
+    valid_gpus: AbstractSet[int] | None = None,
 ) -> None:
     """Raise PluginOutputError unless every requested unit (each placed one, when the
     placement may leave units out) got as many distinct GPUs of `servers` (the GPUs of one
-    worker type) as it asked for, no GPU twice."""
+    worker type) as it asked for, no GPU twice. `valid_gpus`, when given, is the set of the
+    GPUs of `servers` (a caller that checks every round keeps it)."""
+    wanted = dict(map(_KEY_AND_SIZE, requests))
+    if _plainly_usable(servers, wanted, gpus_of, every_request, valid_gpus):
+        return
     name = getattr(placement, "name", type(placement).__name__)
 
     def fail(message: str) -> PluginOutputError:
-        return PluginOutputError(
-            f"placement '{name}' returned an unusable placement: {message}"
-        )
+        return PluginOutputError(f"placement '{name}' returned an unusable placement: {message}")
 
-    wanted = {request.key: request.scale_factor for request in requests}
-    if _plainly_usable(servers, wanted, gpus_of, every_request):
-        return
     # Something is wrong: find the first fault, to name it.
     unknown = [key for key in gpus_of if key not in wanted]
     if unknown:
@@ -204,25 +206,71 @@ def check_placement(
             taken.add(gpu)
 
 
+_KEY_AND_SIZE = attrgetter("key", "scale_factor")
+_KEY = attrgetter("key")
+_SIZE = attrgetter("scale_factor")
+
+
+def placed_in_order(
+    placement: object,
+    servers: Sequence[Sequence[int]],
+    requests: Sequence[_Request],
+    gpus_of: Mapping[UnitKey, Sequence[int]],
+    valid_gpus: AbstractSet[int] | None = None,
+    keys: list[UnitKey] | None = None,
+    sizes: list[int] | None = None,
+) -> list[Sequence[int]]:
+    """Each request's GPUs in `gpus_of`, in the requests' order, once `check_placement` has
+    passed. The common case (every request placed once, with as many GPUs as it needs, all
+    distinct and of `servers`) is decided in C; anything else goes to the detailed check,
+    which names the fault. `keys` and `sizes`, when given, are the requests' keys and scale
+    factors in order (a caller that has them saves two passes)."""
+    if keys is None:
+        keys = list(map(_KEY, requests))
+    if sizes is None:
+        sizes = list(map(_SIZE, requests))
+    # Checks that together imply the detailed ones: with every key found and as many keys
+    # as requests, a key asked for twice would take its GPUs twice (each needs at least one).
+    if len(gpus_of) == len(keys) and (not sizes or min(sizes) >= 1):
+        try:
+            placed = list(map(gpus_of.__getitem__, keys))
+        except KeyError:
+            placed = []
+        if len(placed) == len(keys) and list(map(len, placed)) == sizes:
+            taken = list(chain.from_iterable(placed))
+            distinct = set(taken)
+            if len(distinct) == len(taken) and (
+                distinct <= valid_gpus
+                if valid_gpus is not None
+                else distinct.issubset(chain.from_iterable(servers))
+            ):
+                return placed
+    check_placement(placement, servers, requests, gpus_of, valid_gpus=valid_gpus)
+    return [gpus_of[key] for key in keys]
+
+
 def _plainly_usable(
     servers: Sequence[Sequence[int]],
     wanted: Mapping[UnitKey, int],
     gpus_of: Mapping[UnitKey, Sequence[int]],
     every_request: bool,
+    valid_gpus: AbstractSet[int] | None = None,
 ) -> bool:
-    """Whether `check_placement` would pass, decided with set operations (it runs for every
-    round): every unit asked for (each one, if `every_request`) with as many GPUs as it needs,
-    all of them distinct and of `servers`."""
+    """Whether `check_placement` would pass, decided with a few operations in C (it runs for
+    every round): every unit asked for (each one, if `every_request`) with as many GPUs as it
+    needs, all of them distinct and of `servers`."""
     if every_request and len(gpus_of) != len(wanted):
         return False
-    size_of = wanted.get
-    taken: list[int] = []
-    for key, gpus in gpus_of.items():
-        if size_of(key) != len(gpus):  # also a key not asked for (None)
-            return False
-        taken.extend(gpus)
+    # Each unit's GPU count against its request's (None for a unit not asked for).
+    if list(map(len, gpus_of.values())) != list(map(wanted.get, gpus_of)):
+        return False
+    taken = list(chain.from_iterable(gpus_of.values()))
     distinct = set(taken)
-    return len(distinct) == len(taken) and distinct.issubset(chain.from_iterable(servers))
+    if len(distinct) != len(taken):
+        return False
+    if valid_gpus is not None:
+        return distinct <= valid_gpus
+    return distinct.issubset(chain.from_iterable(servers))
 
 
 def check_resource_placement(

@@ -13,15 +13,16 @@ import random
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from operator import attrgetter, itemgetter
+from itertools import chain, repeat
+from operator import attrgetter, eq, itemgetter
 from typing import Any, NamedTuple, cast
 
 import numpy as np
 
 from shock.core.allocation_check import (
     allocate_checked,
-    check_placement,
     check_resource_placement,
+    placed_in_order,
 )
 from shock.core.errors import InputError
 from shock.core.model import Cluster, JobSpec
@@ -53,6 +54,8 @@ _UNIT_OF_ENTRY = itemgetter(3)
 _FEW_CREDITED = 64
 # Below this many units, Gavel's priorities are cheaper as a Python loop than as arrays.
 _FEW_UNITS = 40
+# Up to this many units of a type, their assignments are cheaper built in a Python loop.
+_FEW_PLACED = 24
 
 
 def _gavel_entry_order(unit: Unit) -> tuple[int, int, int]:
@@ -217,6 +220,7 @@ class PairState(_Counted):
 
 
 Unit = JobState | PairState
+_ONLY_JOBS = {JobState}  # the units' types when no pair runs
 
 
 class Assignment(NamedTuple):
@@ -244,6 +248,8 @@ class Assignment(NamedTuple):
 _new_tuple = tuple.__new__
 _unit_key = attrgetter("key")
 _KEPT_GPUS = attrgetter("kept_gpus")
+_SCALE_FACTOR = attrgetter("scale_factor")
+_RATES_OF = attrgetter("rates")
 
 
 def _kept(assignment: Assignment) -> Assignment:
@@ -354,6 +360,8 @@ class Mechanism:
                 )
             for gpu in gpus:
                 self.server_of_gpu[gpu] = server.server_id
+        # Each type's GPUs, to check placements against.
+        self._gpus_by_column = [frozenset(chain.from_iterable(s)) for s in self.servers_by_column]
         order = table.fastest_first(self.worker_types)  # Gavel's order before any shuffle
         self._type_order = [self.worker_types.index(w) for w in order]
         self._shuffler = random.Random(config.seed + 5)
@@ -990,36 +998,72 @@ class Mechanism:
             if self.resource_aware:
                 assignments.extend(self._place_with_resources(column, runnable))
                 continue
-            # Each unit's assignment of last round if it ran on this type (None otherwise).
-            lasts = [
-                last if last is not None and last.column == column else None
-                for last in map(previous_get, map(_unit_key, runnable))
+            keys = list(map(_unit_key, runnable))
+            # Each unit's GPUs of last round if it ran on this type (None otherwise).
+            previous_gpus = [
+                None if last is None or last.column != column else last.gpus
+                for last in map(previous_get, keys)
             ]
-            if extends_leases and all(lasts):  # (an assignment is a non-empty tuple)
+            if extends_leases and None not in previous_gpus:
                 # Everyone stays where they were; placement would agree. Reuse the assignments
                 # (immutable), marked as having kept their GPUs.
-                for stayed in cast(list[Assignment], lasts):
+                for stayed in cast(list[Assignment], list(map(previous_get, keys))):
                     assignments.append(stayed if stayed.kept_gpus else _kept(stayed))
                 continue
-            requests = [
-                _new_tuple(
-                    PlacementRequest,
-                    (unit.key, unit.scale_factor, None if last is None else last.gpus),
-                )
-                for unit, last in zip(runnable, lasts, strict=True)
-            ]
-            gpus_of = self.placement.place(self.servers_by_column[column], requests)
-            check_placement(self.placement, self.servers_by_column[column], requests, gpus_of)
+            sizes = list(map(_SCALE_FACTOR, runnable))
+            fields = zip(keys, sizes, previous_gpus, strict=True)
+            requests = list(map(_new_tuple, repeat(PlacementRequest), fields))
+            servers = self.servers_by_column[column]
+            gpus_of = self.placement.place(servers, requests)
+            placed = cast(
+                list[tuple[int, ...]],
+                placed_in_order(
+                    self.placement,
+                    servers,
+                    requests,
+                    gpus_of,
+                    self._gpus_by_column[column],
+                    keys,
+                    sizes,
+                ),
+            )
+            # Kept: ran on exactly these GPUs of this type last round.
+            kept = map(eq, previous_gpus, placed)
             worker_type = self.worker_types[column]
+            if (
+                len(runnable) > _FEW_PLACED
+                and set(map(type, runnable)) == _ONLY_JOBS
+                and (not sensitive or max(sizes) == 1)
+            ):
+                # Jobs at their one rate per type (`_rates_on`): all built in C.
+                rates = zip(map(itemgetter(column), map(_RATES_OF, runnable)))
+                assignments.extend(
+                    map(
+                        _new_tuple,
+                        repeat(Assignment),
+                        zip(
+                            runnable,
+                            repeat(column),
+                            repeat(worker_type),
+                            placed,
+                            rates,
+                            kept,
+                            repeat(None),
+                        ),
+                    )
+                )
+                continue
             append = assignments.append
-            for unit, last in zip(runnable, lasts, strict=True):
-                gpus = gpus_of[unit.key]
-                kept = last is not None and last.gpus == gpus
+            for unit, gpus, kept_gpus in zip(runnable, placed, kept, strict=True):
                 if type(unit) is JobState and (len(gpus) == 1 or not sensitive):
-                    rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`, inline
+                    unit_rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`, inline
                 else:
-                    rates = self._rates_on(unit, column, gpus)
-                append(_new_tuple(Assignment, (unit, column, worker_type, gpus, rates, kept, None)))
+                    unit_rates = self._rates_on(unit, column, gpus)
+                append(
+                    _new_tuple(
+                        Assignment, (unit, column, worker_type, gpus, unit_rates, kept_gpus, None)
+                    )
+                )
         return assignments
 
     def _place_with_resources(self, column: int, runnable: list[Unit]) -> list[Assignment]:

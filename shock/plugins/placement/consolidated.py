@@ -6,11 +6,15 @@ larger gangs first.
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
+from itertools import chain, filterfalse, groupby, islice
+from operator import attrgetter
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.placement import PlacementRequest
 from shock.core.policy import UnitKey
+
+# Getters in C (they run for every request in every round).
+_size = attrgetter("scale_factor")
 
 
 def _by_size(requests: list[PlacementRequest]) -> list[PlacementRequest]:
@@ -18,13 +22,11 @@ def _by_size(requests: list[PlacementRequest]) -> list[PlacementRequest]:
     return sorted(requests, key=_size, reverse=True)
 
 
-def _size(request: PlacementRequest) -> int:
-    return request.scale_factor
-
-
 def _extend_leases(
     requests: list[PlacementRequest], taken: set[int]
 ) -> dict[UnitKey, tuple[int, ...]]:
+    """Each request that had GPUs last round keeps them if they are as many as it needs and
+    none is taken (by an earlier request or in `taken`); the kept GPUs are added to `taken`."""
     kept: dict[UnitKey, tuple[int, ...]] = {}
     for request in requests:
         previous = request.previous_gpus
@@ -83,53 +85,82 @@ class ConsolidatedPlacement:
     def place(
         self, servers: list[list[int]], requests: list[PlacementRequest]
     ) -> dict[UnitKey, tuple[int, ...]]:
-        ordered = _by_size(requests)
+        sizes = set(map(_size, requests))
+        ordered = requests if len(sizes) <= 1 else _by_size(requests)
         taken: set[int] = set()
         placed = _extend_leases(ordered, taken)
-        free = [[gpu for gpu in server if gpu not in taken] for server in servers]
-        by_free = _ServersByFree(free)
-        for request in ordered:
-            if request.key in placed:
-                continue
-            need = request.scale_factor
-            best = by_free.tightest(need)
-            if best is not None:
-                gpus = tuple(free[best][:need])
-                free[best] = free[best][need:]
-                by_free.add(best, len(free[best]))
-            else:
-                chosen: list[int] = []
-                for i in sorted(range(len(free)), key=lambda i: (-len(free[i]), i)):
-                    take = free[i][: need - len(chosen)]
-                    chosen.extend(take)
-                    free[i] = free[i][len(take) :]
-                    if len(chosen) == need:
-                        break
-                gpus = tuple(chosen)
-                by_free = _ServersByFree(free)
-            placed[request.key] = gpus
+        # Each server's free GPUs (never changed in place: a server nothing took from is
+        # shared with `servers`).
+        free = [
+            server if taken.isdisjoint(server) else list(filterfalse(taken.__contains__, server))
+            for server in servers
+        ]
+        same_sizes = [(sizes.pop(), ordered)] if len(sizes) == 1 else groupby(ordered, _size)
+        for need, same_size in same_sizes:
+            keys = [request.key for request in same_size if request.key not in placed]
+            if len(set(keys)) != len(keys):
+                keys = list(dict.fromkeys(keys))  # a unit asked for twice is placed once
+            gangs = _tightest_fits(free, need, len(keys))
+            placed.update(zip(keys, gangs, strict=False))  # (fewer gangs: the rest spread)
+            for key in keys[len(gangs) :]:
+                placed[key] = _spread(free, need)
         return placed
 
 
-class _ServersByFree:
-    """Server indices grouped by their number of free GPUs, lowest index first in each group:
-    the tightest fit for a gang is then found without scanning every server."""
+def _tightest_fits(free: list[list[int]], need: int, wanted: int) -> list[tuple[int, ...]]:
+    """Up to `wanted` gangs of `need` GPUs, each on the server that fits it most tightly
+    (fewest free GPUs, then lowest index), taken out of `free`.
 
-    def __init__(self, free: list[list[int]]) -> None:
-        self.groups: list[list[int]] = [[] for _ in range(max(map(len, free), default=0) + 1)]
-        for index, gpus in enumerate(free):
-            self.groups[len(gpus)].append(index)  # in increasing order: already a heap
+    One gang after another would pick the same servers in the same order: a server that fits
+    most tightly still does after giving a gang (it has even fewer free GPUs and no other
+    server that fits has fewer), until it no longer fits; so the servers that fit are taken in
+    order of (free GPUs, index), each giving as many gangs as it holds."""
+    if need < 1:
+        return []  # (`_spread` gives such a gang no GPUs)
+    counts = list(map(len, free))
+    fitting = sorted((i for i, count in enumerate(counts) if count >= need), key=counts.__getitem__)
+    if need == 1:
+        return _tightest_singles(free, fitting, wanted)
+    gangs: list[tuple[int, ...]] = []
+    for index in fitting:
+        gpus = free[index]
+        take = min(counts[index] // need, wanted - len(gangs)) * need
+        # Consecutive runs of `need` GPUs, as tuples (zip over one iterator `need` times).
+        gangs.extend(zip(*[iter(gpus[:take])] * need, strict=True))
+        free[index] = gpus[take:]
+        if len(gangs) == wanted:
+            break
+    return gangs
 
-    def tightest(self, need: int) -> int | None:
-        """Take out the server with the fewest free GPUs >= need (lowest index on ties)."""
-        groups = self.groups
-        for count in range(need, len(groups)):
-            if groups[count]:
-                return heappop(groups[count])
-        return None
 
-    def add(self, index: int, free_gpus: int) -> None:
-        heappush(self.groups[free_gpus], index)
+def _tightest_singles(
+    free: list[list[int]], fitting: list[int], wanted: int
+) -> list[tuple[int, ...]]:
+    """`_tightest_fits` for one-GPU gangs: the free GPUs of the servers in order."""
+    gangs: list[tuple[int, ...]] = list(
+        zip(islice(chain.from_iterable(map(free.__getitem__, fitting)), wanted))
+    )
+    left = len(gangs)
+    for index in fitting:  # take them out of `free`
+        gpus = free[index]
+        free[index] = gpus[left:]
+        left -= len(gpus)
+        if left <= 0:
+            break
+    return gangs
+
+
+def _spread(free: list[list[int]], need: int) -> tuple[int, ...]:
+    """A gang that fits on no single server: the servers with the most free GPUs first
+    (lowest index among equals), taken out of `free`."""
+    chosen: list[int] = []
+    for i in sorted(range(len(free)), key=lambda i: (-len(free[i]), i)):
+        take = free[i][: need - len(chosen)]
+        chosen.extend(take)
+        free[i] = free[i][len(take) :]
+        if len(chosen) == need:
+            break
+    return tuple(chosen)
 
 
 @hookimpl
