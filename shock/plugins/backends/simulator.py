@@ -102,10 +102,8 @@ class SimulatedExecutor:
         rates, left, lost = plan.rates, plan.steps_left, plan.overhead_s
         # Whole steps (int() truncates, as np.trunc), at least one, at most what is left
         # (none where nothing is).
-        count = np.trunc(rates * (round_length - lost))
-        count[count < 1] = 1.0
-        over = count > left
-        count[over] = np.where(left[over] > 0, left[over], 0.0)
+        count = np.maximum(np.trunc(rates * (round_length - lost)), 1.0)
+        count = np.where(left > 0, np.minimum(count, left), 0.0)
         # (start + lost) + count / rate, as Python evaluates it unit by unit.
         finish = np.full(len(count), plan.end_s) if self.quantised else start + lost + count / rates
         end = max(start, float(finish.max())) if len(finish) else start
