@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -47,10 +47,8 @@ from shock.core.unit_counters import (
 )
 
 _NO_FRACTION_PRIORITY = 1e9
-_PRIORITY_KEY = itemgetter(0, 1, 2)
-_UNIT_OF_ENTRY = itemgetter(3)
 # Below this many units, Gavel's priorities are cheaper as a Python loop than as arrays.
-_FEW_UNITS = 40
+_FEW_UNITS = 14
 
 
 def _gavel_entry_order(unit: Unit) -> tuple[int, int, int]:
@@ -316,6 +314,8 @@ class Mechanism:
         self._credit_index, self._credit_seconds = self.counters.credit_appenders()
         # Active jobs by id: their slots and ids (None: to be sorted again).
         self._by_id: tuple[np.ndarray, tuple[int, ...]] | None = None
+        # The units and gang sizes of an array of slots (see `_rows_of`).
+        self._rows_cache: tuple[np.ndarray, list[Unit], list[int]] | None = None
         self.pairs: dict[tuple[int, int], PairState] = {}
         self.worker_time = [0.0] * len(self.worker_types)
         self.need_allocation = True
@@ -781,95 +781,129 @@ class Mechanism:
             ordered = sorted(slots.tolist(), key=lambda slot: _gavel_entry_order(units[slot]))
             slots = np.array(ordered, dtype=np.intp)
         counters.flush()
-        row_units = [units[slot] for slot in slots.tolist()]
-        walks: list[Iterable[Unit]]
-        if len(row_units) < _FEW_UNITS:
-            walks = self._priority_walks_few(slots, order, row_units)
+        walks: list[list[int]]
+        if len(slots) < _FEW_UNITS:
+            walks = self._priority_walks_few(slots, order)
         else:
-            walks = [
-                map(row_units.__getitem__, rows) for rows in self._priority_walks(slots, order)
-            ]
+            walks = self._priority_walks(slots, order)
+        # The walks give rows of `slots`.
+        row_units, row_sizes = self._rows_of(slots)
+        gpus_of_column = self._gpus_of_column
         chosen: dict[int, list[Unit]] = {}
-        selected: set[int] = set()
+        if self.pairs:
+            selected: set[int] = set()
+            for column, walk in zip(order, walks, strict=True):
+                left = gpus_of_column[column]
+                picked: list[Unit] = []
+                for row in walk:
+                    size = row_sizes[row]
+                    if size > left:
+                        continue
+                    unit = row_units[row]
+                    ids = unit.member_ids
+                    if ids[0] in selected or (len(ids) > 1 and ids[1] in selected):
+                        continue
+                    left -= size
+                    selected.update(ids)
+                    picked.append(unit)
+                    if left == 0:
+                        break
+                chosen[column] = picked
+            return chosen
+        # Jobs alone: a job is taken at most once, on the first type whose walk takes it.
+        taken = [False] * len(row_units)
         for column, walk in zip(order, walks, strict=True):
-            left = self._gpus_of_column[column]
-            picked: list[Unit] = []
-            for unit in walk:
-                size = unit.scale_factor
-                if size > left:
-                    continue
-                ids = unit.member_ids
-                if ids[0] in selected or (len(ids) > 1 and ids[1] in selected):
+            left = gpus_of_column[column]
+            picked = []
+            for row in walk:
+                size = row_sizes[row]
+                if size > left or taken[row]:
                     continue
                 left -= size
-                selected.update(ids)
-                picked.append(unit)
+                taken[row] = True
+                picked.append(row_units[row])
                 if left == 0:
                     break
             chosen[column] = picked
         return chosen
 
+    def _rows_of(self, slots: np.ndarray) -> tuple[list[Unit], list[int]]:
+        """The unit and gang size of each of `slots` (kept while the same array of slots
+        comes back: the active jobs' until one arrives or leaves)."""
+        cached = self._rows_cache
+        if cached is not None and cached[0] is slots:
+            return cached[1], cached[2]
+        owner, sizes = cast(list[Unit], self.counters.owner), self.counters.size
+        slot_list = slots.tolist()
+        row_units = [owner[slot] for slot in slot_list]
+        row_sizes = [sizes[slot] for slot in slot_list]
+        self._rows_cache = (slots, row_units, row_sizes)
+        return row_units, row_sizes
+
     def _priority_walks(self, slots: np.ndarray, order: list[int]) -> list[list[int]]:
         """For each type of `order`, the rows of `slots` by Gavel's priority (highest first),
         less those the walk skips whatever is left: no throughput (no priority, without
         backfill). The arithmetic for every type at once, as arrays."""
-        # (counter, type, unit).
-        block = self.counters.block[slots].transpose(1, 2, 0)
-        rates, shares = block[RATES], block[SHARES]
-        time_so_far, deficit = block[TIME_SO_FAR], block[DEFICIT]
-        worker_time = np.array(self.worker_time)[:, None]
-        # Python's conditions, negated as written (NaN-safe): a share and a throughput.
-        unrated = rates <= 0
-        prioritised = ~(shares <= 0) & ~unrated
-        # Gavel's arithmetic, in its order: allocation / (received / worker time).
-        fraction = np.divide(
-            time_so_far, worker_time, out=np.zeros_like(time_so_far), where=worker_time > 0
+        # (counter, type, unit), contiguous: numpy's operations on small arrays cost about
+        # half as much as on strided views.
+        time_so_far, deficit, shares, rates = np.ascontiguousarray(
+            self.counters.block.take(slots, axis=0).transpose(1, 2, 0)
         )
+        worker_times = self.worker_time
+        worker_time = np.array(worker_times)[:, None]
+        # Gavel's arithmetic, in its order: allocation / (received / worker time).
+        if min(worker_times) > 0:
+            fraction = time_so_far / worker_time
+        else:
+            fraction = np.divide(
+                time_so_far, worker_time, out=np.zeros_like(time_so_far), where=worker_time > 0
+            )
         priority = np.divide(
             shares, fraction, out=shares * _NO_FRACTION_PRIORITY, where=fraction > 0
         )
-        priority[~prioritised] = 0.0
+        # Python's conditions as written (NaN-safe): no share or no throughput, no priority.
+        unrated = rates <= 0
+        priority[(shares <= 0) | unrated] = 0.0
+        skipped = unrated if self.policy.backfill else unrated | (priority <= 0)
         # Python's stable sort with reverse=True on (priority, deficit, share), per type: a
-        # stable ascending sort on the negated keys, ties in unit order.
-        sequences = np.lexsort((-shares, -deficit, -priority), axis=-1)
-        eligible = ~unrated if self.policy.backfill else ~unrated & ~(priority <= 0)
-        return [sequences[column][eligible[column][sequences[column]]].tolist() for column in order]
+        # stable ascending sort on the negated keys, ties in unit order; the entries the walk
+        # skips last, cut off.
+        sequences = np.lexsort((-shares, -deficit, -priority, skipped), axis=-1).tolist()
+        lengths = (len(slots) - np.count_nonzero(skipped, axis=1)).tolist()
+        return [sequences[column][: lengths[column]] for column in order]
 
-    def _priority_walks_few(
-        self, slots: np.ndarray, order: list[int], row_units: list[Unit]
-    ) -> list[Iterable[Unit]]:
-        """`_priority_walks` as a Python loop over units (cheaper for a few units); the
-        walks give the units (`row_units`: the unit of each slot)."""
+    def _priority_walks_few(self, slots: np.ndarray, order: list[int]) -> list[list[int]]:
+        """`_priority_walks` as a Python loop over units (cheaper for a few units)."""
         backfill = self.policy.backfill
         # Per type: per counter, the units' values.
         by_type = self.counters.block[slots].transpose(2, 1, 0).tolist()
-        walks: list[Iterable[Unit]] = []
+        # Sorted descending on (priority, deficit, share, -row): Python's stable sort with
+        # reverse=True on (priority, deficit, share), ties in row order.
+        negated_rows = range(0, -len(slots), -1)
+        walks: list[list[int]] = []
+        worker_times = self.worker_time
         for column in order:
-            counters = by_type[column]
-            worker_time = self.worker_time[column]
-            entries: list[tuple[float, float, float, Unit]] = []
+            received_of, deficit_of, share_of, rate_of = by_type[column]
+            worker_time = worker_times[column]
+            entries: list[tuple[float, float, float, int]] = []
             append = entries.append
-            rows = zip(
-                counters[RATES],
-                counters[SHARES],
-                counters[TIME_SO_FAR],
-                counters[DEFICIT],
-                strict=True,
-            )
-            for row, (rate, share, received, deficit) in enumerate(rows):
+            for received, deficit, share, rate, negated_row in zip(
+                received_of, deficit_of, share_of, rate_of, negated_rows
+            ):
                 if rate <= 0:
                     continue  # never taken on this type
                 if share <= 0:  # (0 where the unit has no allocation)
-                    priority = 0.0
-                else:
-                    # Gavel's arithmetic, in its order: allocation / (received / worker time).
-                    fraction = received / worker_time if worker_time > 0 else 0.0
-                    priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
+                    if backfill:
+                        append((0.0, deficit, share, negated_row))
+                    continue
+                # Gavel's arithmetic, in its order: allocation / (received / worker time).
+                fraction = received / worker_time if worker_time > 0 else 0.0
+                priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
                 if not backfill and priority <= 0:
                     continue
-                append((priority, deficit, share, row_units[row]))
-            entries.sort(key=_PRIORITY_KEY, reverse=True)
-            walks.append(map(_UNIT_OF_ENTRY, entries))
+                append((priority, deficit, share, negated_row))
+            entries.sort(reverse=True)
+            walks.append([-entry[3] for entry in entries])
         return walks
 
     def _place(self, order: list[int], chosen: dict[int, list[Unit]]) -> list[Assignment]:
