@@ -888,7 +888,7 @@ class Mechanism:
             entries: list[tuple[float, float, float, int]] = []
             append = entries.append
             for received, deficit, share, rate, negated_row in zip(
-                received_of, deficit_of, share_of, rate_of, negated_rows
+                received_of, deficit_of, share_of, rate_of, negated_rows, strict=True
             ):
                 if rate <= 0:
                     continue  # never taken on this type
