@@ -24,6 +24,7 @@ from shock.core.allocation_check import (
     check_resource_placement,
 )
 from shock.core.errors import InputError
+from shock.core.greedy_walk import descending_order, take_jobs_alone
 from shock.core.model import Cluster, JobSpec
 from shock.core.placement import Placement, PlacementRequest
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, UnitKey
@@ -49,6 +50,8 @@ from shock.core.unit_counters import (
 _NO_FRACTION_PRIORITY = 1e9
 # Below this many units, Gavel's priorities are cheaper as a Python loop than as arrays.
 _FEW_UNITS = 14
+# Below this many (unit, type) entries, the deficit walk is cheaper as a Python loop.
+_FEW_ENTRIES = 900
 
 
 def _gavel_entry_order(unit: Unit) -> tuple[int, int, int]:
@@ -315,7 +318,7 @@ class Mechanism:
         # Active jobs by id: their slots and ids (None: to be sorted again).
         self._by_id: tuple[np.ndarray, tuple[int, ...]] | None = None
         # The units and gang sizes of an array of slots (see `_rows_of`).
-        self._rows_cache: tuple[np.ndarray, list[Unit], list[int]] | None = None
+        self._rows_cache: tuple[np.ndarray, list[Unit], list[int], np.ndarray] | None = None
         self.pairs: dict[tuple[int, int], PairState] = {}
         self.worker_time = [0.0] * len(self.worker_types)
         self.need_allocation = True
@@ -688,38 +691,47 @@ class Mechanism:
         counters = self.counters
         counters.flush()
 
-        # The units' counters, (unit, counter, type) with the types in the round's order.
-        block = counters.block[slots][:, :, order]
-        # The (unit, type) entries, unit by unit and in type order within a unit: those with
-        # a throughput and (unless the policy backfills) a share.
-        all_shares = block[:, SHARES]
-        runnable = block[:, RATES] > 0
+        # The units' counters, one contiguous row per counter: (unit, type) entries unit by
+        # unit, with the types in the round's order.
+        rows = counters.block.take(slots, axis=0)[:, :, order].transpose(1, 0, 2)
+        rows = rows.reshape(len(rows), -1)
+        time_so_far, deficit = rows[TIME_SO_FAR], rows[DEFICIT]
+        shares, rates = rows[SHARES], rows[RATES]
+        # The entries with a throughput and (unless the policy backfills) a share.
+        runnable = rates > 0
         if not self.policy.backfill:
-            runnable &= all_shares > 0
+            runnable &= shares > 0
         entry = np.flatnonzero(runnable)
-        shares = all_shares.ravel()[entry]
+        if len(entry) < len(runnable):
+            shares, deficit, time_so_far = shares[entry], deficit[entry], time_so_far[entry]
         # Gavel's arithmetic, element by element: deficit + share x elapsed - received.
-        owed = (
-            block[:, DEFICIT].ravel()[entry]
-            + shares * elapsed
-            - (block[:, TIME_SO_FAR].ravel()[entry] - half_round)
-        )
-        # A stable sort, ascending on the negated keys: the order of Python's stable sort with
-        # reverse=True on (allocated, owed, share), ties in entry order (arrival order,
-        # singles then pairs, then type order).
-        walk = entry[np.lexsort((-shares, -owed, -(shares > 0).astype(np.int8)))]
+        owed = deficit + shares * elapsed - (time_so_far - half_round)
+        # The order of Python's stable sort with reverse=True on (allocated, owed, share), ties
+        # in entry order (arrival order, singles then pairs, then type order).
+        few = len(entry) < _FEW_ENTRIES
+        if few:
+            walk = entry[np.lexsort((-shares, -owed, -(shares > 0).astype(np.int8)))]
+        else:
+            walk = entry[descending_order(shares > 0, owed, shares)]
         width = len(order)
-        # Free GPUs and chosen units by position in `order` (lists: cheaper than dicts here).
+        # Free GPUs by position in `order`.
         left = [self._gpus_of_column[column] for column in order]
+        row_units, row_sizes, gang_sizes = self._rows_of(slots)
+        if not self.pairs and not few:
+            # Jobs alone: a job is taken at most once, whichever of its entries comes first.
+            taken = take_jobs_alone(walk, width, gang_sizes, left)
+            return {
+                column: list(map(row_units.__getitem__, rows_taken))
+                for column, rows_taken in zip(order, taken, strict=True)
+            }
         free = sum(left)
         picked: list[list[Unit]] = [[] for _ in order]
-        sizes, units = counters.size, cast(list[Unit], counters.owner)
-        walk_slots, walk_types = slots[walk // width].tolist(), (walk % width).tolist()
+        walk_rows, walk_types = (walk // width).tolist(), (walk % width).tolist()
         if self.pairs:
             selected: set[int] = set()
-            for slot, index in zip(walk_slots, walk_types, strict=True):
-                unit = units[slot]
-                size = sizes[slot]
+            for row, index in zip(walk_rows, walk_types, strict=True):
+                unit = row_units[row]
+                size = row_sizes[row]
                 if size > left[index] or not selected.isdisjoint(unit.member_ids):
                     continue
                 left[index] -= size
@@ -729,18 +741,18 @@ class Mechanism:
                 if free == 0:
                     break  # every GPU is taken (gangs have at least one GPU)
         else:
-            # Jobs alone: a job is taken at most once, whichever of its entries comes first.
-            taken = [False] * len(units)
-            for slot, index in zip(walk_slots, walk_types, strict=True):
-                size = sizes[slot]
-                if size > left[index] or taken[slot]:
+            # `take_jobs_alone` as a loop over the entries (cheaper for a few).
+            is_taken = [False] * len(row_units)
+            for row, index in zip(walk_rows, walk_types, strict=True):
+                size = row_sizes[row]
+                if size > left[index] or is_taken[row]:
                     continue
                 left[index] -= size
-                taken[slot] = True
-                picked[index].append(units[slot])
+                is_taken[row] = True
+                picked[index].append(row_units[row])
                 free -= size
                 if free == 0:
-                    break  # every GPU is taken (gangs have at least one GPU)
+                    break
         return dict(zip(order, picked, strict=True))
 
     def _select_in_order(
@@ -787,7 +799,7 @@ class Mechanism:
         else:
             walks = self._priority_walks(slots, order)
         # The walks give rows of `slots`.
-        row_units, row_sizes = self._rows_of(slots)
+        row_units, row_sizes, _ = self._rows_of(slots)
         gpus_of_column = self._gpus_of_column
         chosen: dict[int, list[Unit]] = {}
         if self.pairs:
@@ -827,18 +839,19 @@ class Mechanism:
             chosen[column] = picked
         return chosen
 
-    def _rows_of(self, slots: np.ndarray) -> tuple[list[Unit], list[int]]:
-        """The unit and gang size of each of `slots` (kept while the same array of slots
-        comes back: the active jobs' until one arrives or leaves)."""
+    def _rows_of(self, slots: np.ndarray) -> tuple[list[Unit], list[int], np.ndarray]:
+        """The unit and gang size of each of `slots` (sizes also as an array), kept while the
+        same array of slots comes back: the active jobs' until one arrives or leaves."""
         cached = self._rows_cache
         if cached is not None and cached[0] is slots:
-            return cached[1], cached[2]
+            return cached[1], cached[2], cached[3]
         owner, sizes = cast(list[Unit], self.counters.owner), self.counters.size
         slot_list = slots.tolist()
         row_units = [owner[slot] for slot in slot_list]
         row_sizes = [sizes[slot] for slot in slot_list]
-        self._rows_cache = (slots, row_units, row_sizes)
-        return row_units, row_sizes
+        gang_sizes = np.array(row_sizes, dtype=np.int64)
+        self._rows_cache = (slots, row_units, row_sizes, gang_sizes)
+        return row_units, row_sizes, gang_sizes
 
     def _priority_walks(self, slots: np.ndarray, order: list[int]) -> list[list[int]]:
         """For each type of `order`, the rows of `slots` by Gavel's priority (highest first),
