@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -197,7 +197,7 @@ class Assignment(NamedTuple):
 # Builds a named tuple without its Python-level __new__ (several per unit per round).
 _new_tuple = tuple.__new__
 _unit_key = attrgetter("key")
-_KEPT_GPUS = attrgetter("kept_gpus")
+_KEPT_GPUS = itemgetter(5)  # Assignment.kept_gpus
 
 
 def _kept(assignment: Assignment) -> Assignment:
@@ -325,6 +325,8 @@ class Mechanism:
         self.last_reset_s = 0.0
         self.allocation: Allocation = Allocation.empty(self.worker_types)
         self.previous_round: dict[UnitKey, Assignment] = {}
+        # Units of `previous_round` that left since (they were all here when it was set).
+        self._left_since_last_round: set[UnitKey] = set()
         self.stats = MechanismStats()
 
     # Jobs entering and leaving.
@@ -380,6 +382,7 @@ class Mechanism:
         state.slot, state.counters = slot, counters
         state.rates = UnitRates(rates, counters, slot)
         self.active[job.job_id] = state
+        self._left_since_last_round.discard(job.job_id)
         self._by_id = None
         self.need_allocation = True
         return state
@@ -468,6 +471,8 @@ class Mechanism:
 
     def _remove(self, job: JobState) -> None:
         del self.active[job.job_id]
+        if job.job_id in self.previous_round:
+            self._left_since_last_round.add(job.job_id)
         self.counters.release(job.slot)
         self._by_id = None
         self._drop_pairs_of(job)
@@ -477,6 +482,8 @@ class Mechanism:
         if self.pairs:
             for key in [k for k in self.pairs if job.job_id in k]:
                 self.counters.release(self.pairs.pop(key).slot)
+                if key in self.previous_round:
+                    self._left_since_last_round.add(key)
 
     # Allocation.
 
@@ -605,6 +612,7 @@ class Mechanism:
             for column in range(n):
                 self.worker_time[column] += credit
         self.pairs[key] = pair
+        self._left_since_last_round.discard(key)
         return pair
 
     def _jobs_by_id(self) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -1050,11 +1058,9 @@ class Mechanism:
         """Count last round's units that are still here (lease opportunities) and those that
         run on the same GPUs again (extensions: the assignments `_place` marked as having kept
         their GPUs, which it does exactly when last round's were of the same type and equal)."""
-        # Set intersections in C (job ids and pair keys never collide).
-        previous = self.previous_round.keys()
-        opportunities = len(previous & self.active.keys())
-        if self.pairs:
-            opportunities += len(previous & self.pairs.keys())
+        # Last round's units were all here then; those that left since are noted as they go.
+        opportunities = len(self.previous_round) - len(self._left_since_last_round)
+        self._left_since_last_round = set()
         extensions = sum(map(_KEPT_GPUS, assignments))
         self.stats.lease_opportunities += opportunities
         self.stats.lease_extensions += extensions
