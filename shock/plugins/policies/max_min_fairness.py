@@ -68,7 +68,8 @@ class MaxMinFairness(Policy):
             lp = self.matrix_lp(rates[classes], gang_gpus, problem.capacity)
             solution = solve_matrix_lp(lp, solver)
             per_class = solution[:-1].reshape(len(classes), rates.shape[1])
-            fractions = clean_fractions(per_class[class_of_job])
+            # Cleaning is row by row: each class once, then its jobs.
+            fractions = clean_fractions(per_class)[class_of_job]
             objective = float(solution[-1])
         else:
             model = self.pyomo_model(problem, rates)
