@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shock.core.greedy_walk import descending_order, take_jobs_alone
+from shock.core.greedy_walk import descending_order, take_at_first_entries, take_jobs_alone
 
 
 def _plain_walk(walk: list[int], width: int, sizes: list[int], left: list[int]) -> list[list[int]]:
@@ -69,3 +69,38 @@ def test_the_descending_order_is_lexsorts(owed: list[float], data: st.DataObject
     allocated = shares_array > 0
     expected = np.lexsort((-shares_array, -owed_array, -allocated.astype(np.int8)))
     assert descending_order(allocated, owed_array, shares_array).tolist() == expected.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), width=st.integers(1, 4), rows=st.integers(0, 30))
+def test_taking_every_row_at_its_first_entry_is_the_walk_where_they_fit(
+    data: st.DataObject, width: int, rows: int
+) -> None:
+    def grid(values: st.SearchStrategy[float]) -> np.ndarray:
+        drawn = data.draw(st.lists(values, min_size=width * rows, max_size=width * rows))
+        return np.array(drawn, dtype=float).reshape(width, rows)
+
+    shares = grid(st.sampled_from([0.0, 0.25, 0.5]))
+    owed = grid(st.sampled_from(_KEYS))
+    valid = grid(st.sampled_from([0.0, 1.0, 1.0])) > 0
+    sizes = data.draw(st.lists(st.sampled_from([1, 1, 2, 4]), min_size=rows, max_size=rows))
+    left = data.draw(st.lists(st.integers(0, 40), min_size=width, max_size=width))
+    allocated = shares > 0
+    # The walk over (row, type) entries, row by row: lexsort's order of the valid ones.
+    by_row = [array.T.ravel() for array in (valid, allocated, owed, shares)]
+    entries = np.flatnonzero(by_row[0])
+    keys = [array[entries] for array in by_row[1:]]
+    walk = entries[np.lexsort((-keys[2], -keys[1], -keys[0].astype(np.int8)))].tolist()
+    expected = _plain_walk(walk, width, sizes, left)
+    # It answers exactly where every row fits on the type of its first entry.
+    first: dict[int, int] = {}
+    for entry in walk:
+        first.setdefault(entry // width, entry % width)
+    fits = all(
+        sum(sizes[row] for row, index in first.items() if index == column) <= left[column]
+        for column in range(width)
+    )
+    taken = take_at_first_entries(
+        valid, allocated, owed, shares, np.array(sizes, dtype=np.int64), left
+    )
+    assert taken == (expected if fits else None)

@@ -136,3 +136,46 @@ def descending_order(allocated: np.ndarray, owed: np.ndarray, shares: np.ndarray
     entries = order[places]
     order[places] = entries[np.lexsort((entries, -shares[entries], run[places]))]
     return order
+
+
+def take_at_first_entries(
+    valid: np.ndarray,
+    allocated: np.ndarray,
+    owed: np.ndarray,
+    shares: np.ndarray,
+    sizes: np.ndarray,
+    left: list[int],
+) -> list[list[int]] | None:
+    """The walk's outcome where every row fits on the type of its first entry, as most rounds
+    have it: the rows each type index takes, in walk order (the walk: entries by (allocated,
+    owed, share), highest first, ties in entry order, row by row and by type index within a
+    row). None where some type has no room for all the rows whose first entry it has, or an
+    owed time is NaN. Arrays by (type index, row); only `valid` entries are in the walk.
+    Cheaper than the whole walk: one sort over rows, not over every entry."""
+    width, rows = valid.shape
+    if np.isnan(owed).any():
+        return None
+    # Each row's highest valid entry, the first of equals.
+    best = np.full(rows, -1, dtype=np.intp)
+    best_allocated = np.zeros(rows, dtype=bool)
+    best_owed = np.zeros(rows)
+    best_share = np.zeros(rows)
+    for index in range(width):
+        row_allocated, row_owed, row_share = allocated[index], owed[index], shares[index]
+        higher = (row_allocated > best_allocated) | (
+            (row_allocated == best_allocated)
+            & ((row_owed > best_owed) | ((row_owed == best_owed) & (row_share > best_share)))
+        )
+        better = valid[index] & ((best < 0) | higher)
+        best[better] = index
+        best_allocated = np.where(better, row_allocated, best_allocated)
+        best_owed = np.where(better, row_owed, best_owed)
+        best_share = np.where(better, row_share, best_share)
+    walked = np.flatnonzero(best >= 0)
+    types = best[walked]
+    if (np.bincount(types, weights=sizes[walked], minlength=width) > left).any():
+        return None
+    # Every row is taken at its first entry, in the order of those entries.
+    ranked = descending_order(best_allocated[walked], best_owed[walked], best_share[walked])
+    ranked_rows, ranked_types = walked[ranked], types[ranked]
+    return [ranked_rows[ranked_types == index].tolist() for index in range(width)]

@@ -24,7 +24,7 @@ from shock.core.allocation_check import (
     check_resource_placement,
 )
 from shock.core.errors import InputError
-from shock.core.greedy_walk import descending_order, take_jobs_alone
+from shock.core.greedy_walk import descending_order, take_at_first_entries, take_jobs_alone
 from shock.core.model import Cluster, JobSpec
 from shock.core.placement import Placement, PlacementRequest
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, UnitKey
@@ -698,6 +698,33 @@ class Mechanism:
         slots = self._unit_slots()
         counters = self.counters
         counters.flush()
+        width = len(order)
+        # Free GPUs by position in `order`.
+        left = [self._gpus_of_column[column] for column in order]
+        if not self.pairs and len(slots) * width >= _FEW_ENTRIES:
+            # Most rounds take every job at its first entry; one sort over jobs then does.
+            by_type = np.ascontiguousarray(
+                counters.block.take(slots, axis=0)[:, :, order].transpose(1, 2, 0)
+            )
+            received, owed_before, shares_by_type = (
+                by_type[TIME_SO_FAR],
+                by_type[DEFICIT],
+                by_type[SHARES],
+            )
+            valid = by_type[RATES] > 0
+            if not self.policy.backfill:
+                valid &= shares_by_type > 0
+            # Gavel's arithmetic, element by element: deficit + share x elapsed - received.
+            owed_by_type = owed_before + shares_by_type * elapsed - (received - half_round)
+            row_units, _, gang_sizes = self._rows_of(slots)
+            first_taken = take_at_first_entries(
+                valid, shares_by_type > 0, owed_by_type, shares_by_type, gang_sizes, left
+            )
+            if first_taken is not None:
+                return {
+                    column: list(map(row_units.__getitem__, rows_taken))
+                    for column, rows_taken in zip(order, first_taken, strict=True)
+                }
 
         # The units' counters, one contiguous row per counter: (unit, type) entries unit by
         # unit, with the types in the round's order.
@@ -721,9 +748,6 @@ class Mechanism:
             walk = entry[np.lexsort((-shares, -owed, -(shares > 0).astype(np.int8)))]
         else:
             walk = entry[descending_order(shares > 0, owed, shares)]
-        width = len(order)
-        # Free GPUs by position in `order`.
-        left = [self._gpus_of_column[column] for column in order]
         row_units, row_sizes, gang_sizes = self._rows_of(slots)
         if not self.pairs and not few:
             # Jobs alone: a job is taken at most once, whichever of its entries comes first.
