@@ -706,11 +706,8 @@ class Mechanism:
             by_type = np.ascontiguousarray(
                 counters.block.take(slots, axis=0)[:, :, order].transpose(1, 2, 0)
             )
-            received, owed_before, shares_by_type = (
-                by_type[TIME_SO_FAR],
-                by_type[DEFICIT],
-                by_type[SHARES],
-            )
+            received, owed_before = by_type[TIME_SO_FAR], by_type[DEFICIT]
+            shares_by_type = by_type[SHARES]
             valid = by_type[RATES] > 0
             if not self.policy.backfill:
                 valid &= shares_by_type > 0
@@ -891,9 +888,9 @@ class Mechanism:
         backfill). The arithmetic for every type at once, as arrays."""
         # (counter, type, unit), contiguous: numpy's operations on small arrays cost about
         # half as much as on strided views.
-        time_so_far, deficit, shares, rates = np.ascontiguousarray(
-            self.counters.block.take(slots, axis=0).transpose(1, 2, 0)
-        )
+        block = np.ascontiguousarray(self.counters.block.take(slots, axis=0).transpose(1, 2, 0))
+        time_so_far, deficit = block[TIME_SO_FAR], block[DEFICIT]
+        shares, rates = block[SHARES], block[RATES]
         worker_times = self.worker_time
         worker_time = np.array(worker_times)[:, None]
         # Gavel's arithmetic, in its order: allocation / (received / worker time).
@@ -928,7 +925,9 @@ class Mechanism:
         walks: list[list[int]] = []
         worker_times = self.worker_time
         for column in order:
-            received_of, deficit_of, share_of, rate_of = by_type[column]
+            counters = by_type[column]
+            received_of, deficit_of = counters[TIME_SO_FAR], counters[DEFICIT]
+            share_of, rate_of = counters[SHARES], counters[RATES]
             worker_time = worker_times[column]
             entries: list[tuple[float, float, float, int]] = []
             append = entries.append
