@@ -1,15 +1,21 @@
 """The deficit selection's greedy walk for jobs alone, mostly as array operations.
 
-The walk visits (job, worker type) entries in order and takes a job on an entry's type when
-the job is not taken yet and its gang fits what is left of the type. Walked one entry at a
-time in Python this costs a loop over every entry (three per job on three types), although
-most rounds take every job at its first entry. Here the walk is done in stretches: every job
-not taken yet is assumed to be taken at its first entry that fits what is left now; that holds
-for the walk up to the first such entry that overflows its type (an entry that does not fit
-now never fits later: what is left only shrinks). The jobs before it are taken, the entry
-is skipped, and the next stretch starts from the state after them. Each overflow ends a
-stretch; a type that single-GPU jobs overflow is full, so those need at most one stretch per
-type. After `max_stretches` the rest is walked one entry at a time.
+The walk visits (job, worker type) entries in order (`descending_order`) and takes a job on an
+entry's type when the job is not taken yet and its gang fits what is left of the type. Walked
+one entry at a time in Python this costs a loop over every entry (three per job on three
+types), although most rounds take every job at its first entry.
+
+`take_at_first_entries` answers those rounds with one sort over jobs instead of one over
+entries: each job's first entry is its highest, and where every job fits on the type of its
+first entry, the walk takes each there, in the order of those entries.
+
+`take_jobs_alone` does any walk in stretches: every job not taken yet is assumed to be taken
+at its first entry that fits what is left now; that holds for the walk up to the first such
+entry that overflows its type (an entry that does not fit now never fits later: what is left
+only shrinks). The jobs before it are taken, the entry is skipped, and the next stretch starts
+from the state after them. Each overflow ends a stretch; a type that single-GPU jobs overflow
+is full, so those need at most one stretch per type. After `max_stretches` the rest is walked
+one entry at a time.
 """
 
 from __future__ import annotations
