@@ -271,8 +271,11 @@ def _plain_time_owed_walk(
 def test_the_selections_pick_what_the_plain_walks_pick(
     seed: int, policy: str, selection: str, few_units: int
 ) -> None:
-    # Gavel's priorities as arrays, and as a loop (below the threshold).
-    with patch("shock.core.mechanism._FEW_UNITS", few_units):
+    # Gavel's priorities and the deficit walk as arrays, and as loops (below the thresholds).
+    with (
+        patch("shock.core.mechanism._FEW_UNITS", few_units),
+        patch("shock.core.mechanism._FEW_ENTRIES", few_units),
+    ):
         _selections_agree_with_the_plain_walks(seed, policy, selection)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, repeat
 from operator import attrgetter, eq, itemgetter
@@ -25,6 +25,7 @@ from shock.core.allocation_check import (
     placed_in_order,
 )
 from shock.core.errors import InputError
+from shock.core.greedy_walk import descending_order, take_at_first_entries, take_jobs_alone
 from shock.core.model import Cluster, JobSpec
 from shock.core.placement import Placement, PlacementRequest
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, UnitKey
@@ -48,12 +49,12 @@ from shock.core.unit_counters import (
 )
 
 _NO_FRACTION_PRIORITY = 1e9
-_PRIORITY_KEY = itemgetter(0, 1, 2)
-_UNIT_OF_ENTRY = itemgetter(3)
 # Below this many jobs in a round, the worker types' totals are cheaper summed in a loop.
 _FEW_CREDITED = 64
 # Below this many units, Gavel's priorities are cheaper as a Python loop than as arrays.
-_FEW_UNITS = 40
+_FEW_UNITS = 14
+# Below this many (unit, type) entries, the deficit walk is cheaper as a Python loop.
+_FEW_ENTRIES = 900
 # Up to this many units of a type, their assignments are cheaper built in a Python loop.
 _FEW_PLACED = 24
 
@@ -247,7 +248,7 @@ class Assignment(NamedTuple):
 # Builds a named tuple without its Python-level __new__ (several per unit per round).
 _new_tuple = tuple.__new__
 _unit_key = attrgetter("key")
-_KEPT_GPUS = attrgetter("kept_gpus")
+_KEPT_GPUS = itemgetter(5)  # Assignment.kept_gpus
 _SCALE_FACTOR = attrgetter("scale_factor")
 _RATES_OF = attrgetter("rates")
 
@@ -371,12 +372,16 @@ class Mechanism:
         self._credit_index, self._credit_seconds = self.counters.credit_appenders()
         # Active jobs by id: their slots and ids (None: to be sorted again).
         self._by_id: tuple[np.ndarray, tuple[int, ...]] | None = None
+        # The units and gang sizes of an array of slots (see `_rows_of`).
+        self._rows_cache: tuple[np.ndarray, list[Unit], list[int], np.ndarray] | None = None
         self.pairs: dict[tuple[int, int], PairState] = {}
         self.worker_time = [0.0] * len(self.worker_types)
         self.need_allocation = True
         self.last_reset_s = 0.0
         self.allocation: Allocation = Allocation.empty(self.worker_types)
         self.previous_round: dict[UnitKey, Assignment] = {}
+        # Units of `previous_round` that left since (they were all here when it was set).
+        self._left_since_last_round: set[UnitKey] = set()
         self.stats = MechanismStats()
 
     # Jobs entering and leaving.
@@ -439,6 +444,7 @@ class Mechanism:
         state.slot, state.counters = slot, counters
         state.rates = UnitRates(rates, counters, slot)
         self.active[job.job_id] = state
+        self._left_since_last_round.discard(job.job_id)
         self._by_id = None
         self.need_allocation = True
         return state
@@ -571,6 +577,8 @@ class Mechanism:
     def _remove(self, job: JobState) -> None:
         del self.active[job.job_id]
         job.keep_progress()
+        if job.job_id in self.previous_round:
+            self._left_since_last_round.add(job.job_id)
         self.counters.release(job.slot)
         self._by_id = None
         self._drop_pairs_of(job)
@@ -580,6 +588,8 @@ class Mechanism:
         if self.pairs:
             for key in [k for k in self.pairs if job.job_id in k]:
                 self.counters.release(self.pairs.pop(key).slot)
+                if key in self.previous_round:
+                    self._left_since_last_round.add(key)
 
     # Allocation.
 
@@ -708,6 +718,7 @@ class Mechanism:
             for column in range(n):
                 self.worker_time[column] += credit
         self.pairs[key] = pair
+        self._left_since_last_round.discard(key)
         return pair
 
     def _jobs_by_id(self) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -793,39 +804,69 @@ class Mechanism:
         slots = self._unit_slots()
         counters = self.counters
         counters.flush()
-
-        # The units' counters, (unit, counter, type) with the types in the round's order.
-        block = counters.block[slots][:, :, order]
-        # The (unit, type) entries, unit by unit and in type order within a unit: those with
-        # a throughput and (unless the policy backfills) a share.
-        all_shares = block[:, SHARES]
-        runnable = block[:, RATES] > 0
-        if not self.policy.backfill:
-            runnable &= all_shares > 0
-        entry = np.flatnonzero(runnable)
-        shares = all_shares.ravel()[entry]
-        # Gavel's arithmetic, element by element: deficit + share x elapsed - received.
-        owed = (
-            block[:, DEFICIT].ravel()[entry]
-            + shares * elapsed
-            - (block[:, TIME_SO_FAR].ravel()[entry] - half_round)
-        )
-        # A stable sort, ascending on the negated keys: the order of Python's stable sort with
-        # reverse=True on (allocated, owed, share), ties in entry order (arrival order,
-        # singles then pairs, then type order).
-        walk = entry[np.lexsort((-shares, -owed, -(shares > 0).astype(np.int8)))]
         width = len(order)
-        # Free GPUs and chosen units by position in `order` (lists: cheaper than dicts here).
+        # Free GPUs by position in `order`.
         left = [self._gpus_of_column[column] for column in order]
+        if not self.pairs and len(slots) * width >= _FEW_ENTRIES:
+            # Most rounds take every job at its first entry; one sort over jobs then does.
+            by_type = np.ascontiguousarray(
+                counters.block.take(slots, axis=0)[:, :, order].transpose(1, 2, 0)
+            )
+            received, owed_before = by_type[TIME_SO_FAR], by_type[DEFICIT]
+            shares_by_type = by_type[SHARES]
+            valid = by_type[RATES] > 0
+            if not self.policy.backfill:
+                valid &= shares_by_type > 0
+            # Gavel's arithmetic, element by element: deficit + share x elapsed - received.
+            owed_by_type = owed_before + shares_by_type * elapsed - (received - half_round)
+            row_units, _, gang_sizes = self._rows_of(slots)
+            first_taken = take_at_first_entries(
+                valid, shares_by_type > 0, owed_by_type, shares_by_type, gang_sizes, left
+            )
+            if first_taken is not None:
+                return {
+                    column: list(map(row_units.__getitem__, rows_taken))
+                    for column, rows_taken in zip(order, first_taken, strict=True)
+                }
+
+        # The units' counters, one contiguous row per counter: (unit, type) entries unit by
+        # unit, with the types in the round's order.
+        rows = counters.block.take(slots, axis=0)[:, :, order].transpose(1, 0, 2)
+        rows = rows.reshape(len(rows), -1)
+        time_so_far, deficit = rows[TIME_SO_FAR], rows[DEFICIT]
+        shares, rates = rows[SHARES], rows[RATES]
+        # The entries with a throughput and (unless the policy backfills) a share.
+        runnable = rates > 0
+        if not self.policy.backfill:
+            runnable &= shares > 0
+        entry = np.flatnonzero(runnable)
+        if len(entry) < len(runnable):
+            shares, deficit, time_so_far = shares[entry], deficit[entry], time_so_far[entry]
+        # Gavel's arithmetic, element by element: deficit + share x elapsed - received.
+        owed = deficit + shares * elapsed - (time_so_far - half_round)
+        # The order of Python's stable sort with reverse=True on (allocated, owed, share), ties
+        # in entry order (arrival order, singles then pairs, then type order).
+        few = len(entry) < _FEW_ENTRIES
+        if few:
+            walk = entry[np.lexsort((-shares, -owed, -(shares > 0).astype(np.int8)))]
+        else:
+            walk = entry[descending_order(shares > 0, owed, shares)]
+        row_units, row_sizes, gang_sizes = self._rows_of(slots)
+        if not self.pairs and not few:
+            # Jobs alone: a job is taken at most once, whichever of its entries comes first.
+            taken = take_jobs_alone(walk, width, gang_sizes, left)
+            return {
+                column: list(map(row_units.__getitem__, rows_taken))
+                for column, rows_taken in zip(order, taken, strict=True)
+            }
         free = sum(left)
         picked: list[list[Unit]] = [[] for _ in order]
-        sizes, units = counters.size, cast(list[Unit], counters.owner)
-        walk_slots, walk_types = slots[walk // width].tolist(), (walk % width).tolist()
+        walk_rows, walk_types = (walk // width).tolist(), (walk % width).tolist()
         if self.pairs:
             selected: set[int] = set()
-            for slot, index in zip(walk_slots, walk_types, strict=True):
-                unit = units[slot]
-                size = sizes[slot]
+            for row, index in zip(walk_rows, walk_types, strict=True):
+                unit = row_units[row]
+                size = row_sizes[row]
                 if size > left[index] or not selected.isdisjoint(unit.member_ids):
                     continue
                 left[index] -= size
@@ -835,18 +876,18 @@ class Mechanism:
                 if free == 0:
                     break  # every GPU is taken (gangs have at least one GPU)
         else:
-            # Jobs alone: a job is taken at most once, whichever of its entries comes first.
-            taken = [False] * len(units)
-            for slot, index in zip(walk_slots, walk_types, strict=True):
-                size = sizes[slot]
-                if size > left[index] or taken[slot]:
+            # `take_jobs_alone` as a loop over the entries (cheaper for a few).
+            is_taken = [False] * len(row_units)
+            for row, index in zip(walk_rows, walk_types, strict=True):
+                size = row_sizes[row]
+                if size > left[index] or is_taken[row]:
                     continue
                 left[index] -= size
-                taken[slot] = True
-                picked[index].append(units[slot])
+                is_taken[row] = True
+                picked[index].append(row_units[row])
                 free -= size
                 if free == 0:
-                    break  # every GPU is taken (gangs have at least one GPU)
+                    break
         return dict(zip(order, picked, strict=True))
 
     def _select_in_order(
@@ -887,95 +928,132 @@ class Mechanism:
             ordered = sorted(slots.tolist(), key=lambda slot: _gavel_entry_order(units[slot]))
             slots = np.array(ordered, dtype=np.intp)
         counters.flush()
-        row_units = [units[slot] for slot in slots.tolist()]
-        walks: list[Iterable[Unit]]
-        if len(row_units) < _FEW_UNITS:
-            walks = self._priority_walks_few(slots, order, row_units)
+        walks: list[list[int]]
+        if len(slots) < _FEW_UNITS:
+            walks = self._priority_walks_few(slots, order)
         else:
-            walks = [
-                map(row_units.__getitem__, rows) for rows in self._priority_walks(slots, order)
-            ]
+            walks = self._priority_walks(slots, order)
+        # The walks give rows of `slots`.
+        row_units, row_sizes, _ = self._rows_of(slots)
+        gpus_of_column = self._gpus_of_column
         chosen: dict[int, list[Unit]] = {}
-        selected: set[int] = set()
+        if self.pairs:
+            selected: set[int] = set()
+            for column, walk in zip(order, walks, strict=True):
+                left = gpus_of_column[column]
+                picked: list[Unit] = []
+                for row in walk:
+                    size = row_sizes[row]
+                    if size > left:
+                        continue
+                    unit = row_units[row]
+                    ids = unit.member_ids
+                    if ids[0] in selected or (len(ids) > 1 and ids[1] in selected):
+                        continue
+                    left -= size
+                    selected.update(ids)
+                    picked.append(unit)
+                    if left == 0:
+                        break
+                chosen[column] = picked
+            return chosen
+        # Jobs alone: a job is taken at most once, on the first type whose walk takes it.
+        taken = [False] * len(row_units)
         for column, walk in zip(order, walks, strict=True):
-            left = self._gpus_of_column[column]
-            picked: list[Unit] = []
-            for unit in walk:
-                size = unit.scale_factor
-                if size > left:
-                    continue
-                ids = unit.member_ids
-                if ids[0] in selected or (len(ids) > 1 and ids[1] in selected):
+            left = gpus_of_column[column]
+            picked = []
+            for row in walk:
+                size = row_sizes[row]
+                if size > left or taken[row]:
                     continue
                 left -= size
-                selected.update(ids)
-                picked.append(unit)
+                taken[row] = True
+                picked.append(row_units[row])
                 if left == 0:
                     break
             chosen[column] = picked
         return chosen
 
+    def _rows_of(self, slots: np.ndarray) -> tuple[list[Unit], list[int], np.ndarray]:
+        """The unit and gang size of each of `slots` (sizes also as an array), kept while the
+        same array of slots comes back: the active jobs' until one arrives or leaves."""
+        cached = self._rows_cache
+        if cached is not None and cached[0] is slots:
+            return cached[1], cached[2], cached[3]
+        owner, sizes = cast(list[Unit], self.counters.owner), self.counters.size
+        slot_list = slots.tolist()
+        row_units = [owner[slot] for slot in slot_list]
+        row_sizes = [sizes[slot] for slot in slot_list]
+        gang_sizes = np.array(row_sizes, dtype=np.int64)
+        self._rows_cache = (slots, row_units, row_sizes, gang_sizes)
+        return row_units, row_sizes, gang_sizes
+
     def _priority_walks(self, slots: np.ndarray, order: list[int]) -> list[list[int]]:
         """For each type of `order`, the rows of `slots` by Gavel's priority (highest first),
         less those the walk skips whatever is left: no throughput (no priority, without
         backfill). The arithmetic for every type at once, as arrays."""
-        # (counter, type, unit).
-        block = self.counters.block[slots].transpose(1, 2, 0)
-        rates, shares = block[RATES], block[SHARES]
+        # (counter, type, unit), contiguous: numpy's operations on small arrays cost about
+        # half as much as on strided views.
+        block = np.ascontiguousarray(self.counters.block.take(slots, axis=0).transpose(1, 2, 0))
         time_so_far, deficit = block[TIME_SO_FAR], block[DEFICIT]
-        worker_time = np.array(self.worker_time)[:, None]
-        # Python's conditions, negated as written (NaN-safe): a share and a throughput.
-        unrated = rates <= 0
-        prioritised = ~(shares <= 0) & ~unrated
+        shares, rates = block[SHARES], block[RATES]
+        worker_times = self.worker_time
+        worker_time = np.array(worker_times)[:, None]
         # Gavel's arithmetic, in its order: allocation / (received / worker time).
-        fraction = np.divide(
-            time_so_far, worker_time, out=np.zeros_like(time_so_far), where=worker_time > 0
-        )
+        if min(worker_times) > 0:
+            fraction = time_so_far / worker_time
+        else:
+            fraction = np.divide(
+                time_so_far, worker_time, out=np.zeros_like(time_so_far), where=worker_time > 0
+            )
         priority = np.divide(
             shares, fraction, out=shares * _NO_FRACTION_PRIORITY, where=fraction > 0
         )
-        priority[~prioritised] = 0.0
+        # Python's conditions as written (NaN-safe): no share or no throughput, no priority.
+        unrated = rates <= 0
+        priority[(shares <= 0) | unrated] = 0.0
+        skipped = unrated if self.policy.backfill else unrated | (priority <= 0)
         # Python's stable sort with reverse=True on (priority, deficit, share), per type: a
-        # stable ascending sort on the negated keys, ties in unit order.
-        sequences = np.lexsort((-shares, -deficit, -priority), axis=-1)
-        eligible = ~unrated if self.policy.backfill else ~unrated & ~(priority <= 0)
-        return [sequences[column][eligible[column][sequences[column]]].tolist() for column in order]
+        # stable ascending sort on the negated keys, ties in unit order; the entries the walk
+        # skips last, cut off.
+        sequences = np.lexsort((-shares, -deficit, -priority, skipped), axis=-1).tolist()
+        lengths = (len(slots) - np.count_nonzero(skipped, axis=1)).tolist()
+        return [sequences[column][: lengths[column]] for column in order]
 
-    def _priority_walks_few(
-        self, slots: np.ndarray, order: list[int], row_units: list[Unit]
-    ) -> list[Iterable[Unit]]:
-        """`_priority_walks` as a Python loop over units (cheaper for a few units); the
-        walks give the units (`row_units`: the unit of each slot)."""
+    def _priority_walks_few(self, slots: np.ndarray, order: list[int]) -> list[list[int]]:
+        """`_priority_walks` as a Python loop over units (cheaper for a few units)."""
         backfill = self.policy.backfill
         # Per type: per counter, the units' values.
         by_type = self.counters.block[slots].transpose(2, 1, 0).tolist()
-        walks: list[Iterable[Unit]] = []
+        # Sorted descending on (priority, deficit, share, -row): Python's stable sort with
+        # reverse=True on (priority, deficit, share), ties in row order.
+        negated_rows = range(0, -len(slots), -1)
+        walks: list[list[int]] = []
+        worker_times = self.worker_time
         for column in order:
             counters = by_type[column]
-            worker_time = self.worker_time[column]
-            entries: list[tuple[float, float, float, Unit]] = []
+            received_of, deficit_of = counters[TIME_SO_FAR], counters[DEFICIT]
+            share_of, rate_of = counters[SHARES], counters[RATES]
+            worker_time = worker_times[column]
+            entries: list[tuple[float, float, float, int]] = []
             append = entries.append
-            rows = zip(
-                counters[RATES],
-                counters[SHARES],
-                counters[TIME_SO_FAR],
-                counters[DEFICIT],
-                strict=True,
-            )
-            for row, (rate, share, received, deficit) in enumerate(rows):
+            for received, deficit, share, rate, negated_row in zip(
+                received_of, deficit_of, share_of, rate_of, negated_rows, strict=True
+            ):
                 if rate <= 0:
                     continue  # never taken on this type
                 if share <= 0:  # (0 where the unit has no allocation)
-                    priority = 0.0
-                else:
-                    # Gavel's arithmetic, in its order: allocation / (received / worker time).
-                    fraction = received / worker_time if worker_time > 0 else 0.0
-                    priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
+                    if backfill:
+                        append((0.0, deficit, share, negated_row))
+                    continue
+                # Gavel's arithmetic, in its order: allocation / (received / worker time).
+                fraction = received / worker_time if worker_time > 0 else 0.0
+                priority = share / fraction if fraction > 0 else share * _NO_FRACTION_PRIORITY
                 if not backfill and priority <= 0:
                     continue
-                append((priority, deficit, share, row_units[row]))
-            entries.sort(key=_PRIORITY_KEY, reverse=True)
-            walks.append(map(_UNIT_OF_ENTRY, entries))
+                append((priority, deficit, share, negated_row))
+            entries.sort(reverse=True)
+            walks.append([-entry[3] for entry in entries])
         return walks
 
     def _place(self, order: list[int], chosen: dict[int, list[Unit]]) -> list[Assignment]:
@@ -1145,11 +1223,9 @@ class Mechanism:
         """Count last round's units that are still here (lease opportunities) and those that
         run on the same GPUs again (extensions: the assignments `_place` marked as having kept
         their GPUs, which it does exactly when last round's were of the same type and equal)."""
-        # Set intersections in C (job ids and pair keys never collide).
-        previous = self.previous_round.keys()
-        opportunities = len(previous & self.active.keys())
-        if self.pairs:
-            opportunities += len(previous & self.pairs.keys())
+        # Last round's units were all here then; those that left since are noted as they go.
+        opportunities = len(self.previous_round) - len(self._left_since_last_round)
+        self._left_since_last_round = set()
         extensions = sum(map(_KEPT_GPUS, assignments))
         self.stats.lease_opportunities += opportunities
         self.stats.lease_extensions += extensions

@@ -68,7 +68,8 @@ class MaxMinFairness(Policy):
             lp = self.matrix_lp(rates[classes], gang_gpus, problem.capacity)
             solution = solve_matrix_lp(lp, solver)
             per_class = solution[:-1].reshape(len(classes), rates.shape[1])
-            fractions = clean_fractions(per_class[class_of_job])
+            # Cleaning is row by row: each class once, then its jobs.
+            fractions = clean_fractions(per_class)[class_of_job]
             objective = float(solution[-1])
         else:
             model = self.pyomo_model(problem, rates)
@@ -121,18 +122,19 @@ def _job_classes(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Group identical jobs: (first row of each class, each job's class, class sizes), classes
     in order of first appearance, so a problem without duplicates keeps its exact LP."""
-    keyed = np.column_stack([rates, scale_factors])
-    m = len(keyed)
+    m = len(rates)
     if m == 0:
         empty = np.zeros(0, dtype=np.intp)
         return empty, empty, np.zeros(0)
-    # Sort the rows (stable: equal rows stay in job order), then cut where a row differs
-    # from the one before it.
-    order = np.lexsort(keyed.T[::-1])
-    ordered = keyed[order]
+    # The rows' values column by column, each contiguous (cheaper to sort and compare). Sort
+    # the rows (stable: equal rows stay in job order), then cut where a row differs from the
+    # one before it.
+    columns = np.concatenate([rates.T, scale_factors[None, :]])
+    order = np.lexsort(columns[::-1])
+    ordered = columns.take(order, axis=1)
     starts = np.empty(m, dtype=bool)
     starts[0] = True
-    np.any(ordered[1:] != ordered[:-1], axis=1, out=starts[1:])
+    np.logical_or.reduce(ordered[:, 1:] != ordered[:, :-1], axis=0, out=starts[1:])
     group_of_sorted = np.cumsum(starts) - 1
     # The first row of each group is its first job (the sort is stable); number the groups
     # by that first appearance.
