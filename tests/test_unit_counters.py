@@ -316,3 +316,34 @@ def _selections_agree_with_the_plain_walks(seed: int, policy: str, selection: st
             steps = [1.0] * len(assignment.unit.members)
             mechanism.credit(assignment, steps, exec_s, overhead_s=rng.choice([0.0, 20.0]))
         now += 2 * HALF_ROUND
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 3), st.integers(0, 60)), max_size=80))
+def test_jobs_by_id_kept_between_calls_is_the_sorted_order(
+    steps: list[tuple[bool, int, int]],
+) -> None:
+    # Jobs arrive mostly in id order (now and then one out of order, or an id that left
+    # coming back), leave, and the pending credits free their slots for re-use; after each
+    # step the kept order must be the jobs in use sorted by id.
+    counters = UnitCounters(3)
+    holders: dict[int, Holder] = {}
+    next_id = 0
+    for arrive, flush_now, back in steps:
+        if arrive or not holders:
+            job_id = next_id if back > 10 else back  # mostly the next id
+            if job_id in holders:
+                job_id = next_id
+            next_id = max(next_id, job_id) + 1
+            holder = Holder([1.0, 1.0, 1.0])
+            holder.slot = counters.acquire(holder, job_id, 1, 1.0, holder.rates, HALF_ROUND, 0.0)
+            holders[job_id] = holder
+        else:
+            job_id = sorted(holders)[back % len(holders)]
+            counters.release(holders.pop(job_id).slot)
+        if flush_now:
+            counters.flush()
+        if back % 2:
+            slots, ids = counters.jobs_by_id()
+            assert ids.tolist() == sorted(holders)
+            assert slots.tolist() == [holders[i].slot for i in sorted(holders)]

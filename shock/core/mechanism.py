@@ -982,8 +982,8 @@ class Mechanism:
             return cached[1], cached[2], cached[3]
         owner, sizes = cast(list[Unit], self.counters.owner), self.counters.size
         slot_list = slots.tolist()
-        row_units = [owner[slot] for slot in slot_list]
-        row_sizes = [sizes[slot] for slot in slot_list]
+        row_units = list(map(owner.__getitem__, slot_list))
+        row_sizes = list(map(sizes.__getitem__, slot_list))
         gang_sizes = np.array(row_sizes, dtype=np.int64)
         self._rows_cache = (slots, row_units, row_sizes, gang_sizes)
         return row_units, row_sizes, gang_sizes

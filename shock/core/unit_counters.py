@@ -76,6 +76,14 @@ class UnitCounters:
         self.owner: list[SlotHolder | None] = []  # the unit holding each slot
         self.size: list[int] = []  # its gang size
         self._free: list[int] = []
+        # The jobs' slots by job id, kept between calls of `jobs_by_id`: jobs mostly arrive in
+        # id order, so a new one goes at the end and a sort is needed only when one does not.
+        # Entries of jobs that left stay until the next call drops them.
+        self._by_id_slots = np.zeros(0, dtype=np.intp)
+        self._by_id_ids = np.zeros(0, dtype=np.int64)
+        self._arrived: list[tuple[int, int]] = []  # (slot, id) since the last call
+        self._largest_id = -1
+        self._by_id_sorted = True
         self._released: list[int] = []  # free once the pending credits are added
         # Credits not yet added: flat indices (slot x stride + column: received time is the
         # block's first counter), and seconds.
@@ -139,6 +147,12 @@ class UnitCounters:
         self.job_id[slot] = job_id
         self.gpus[slot] = size
         self.weight[slot] = weight
+        if job_id >= 0:
+            if job_id > self._largest_id:
+                self._arrived.append((slot, job_id))
+                self._largest_id = job_id
+            else:
+                self._by_id_sorted = False
         self.steps_done[slot] = 0.0
         self.time_run[slot] = 0.0
         self.total_steps[slot] = total_steps
@@ -153,10 +167,26 @@ class UnitCounters:
 
     def jobs_by_id(self) -> tuple[np.ndarray, np.ndarray]:
         """The slots of the jobs (not pairs) in use, by job id, and their ids."""
-        slots = np.flatnonzero(self.in_use & (self.job_id >= 0))
-        ids = self.job_id[slots]
-        order = np.argsort(ids, kind="stable")
-        return slots[order], ids[order]
+        if not self._by_id_sorted:
+            slots = np.flatnonzero(self.in_use & (self.job_id >= 0))
+            ids = self.job_id[slots]
+            order = np.argsort(ids, kind="stable")
+            slots, ids = slots[order], ids[order]
+            self._largest_id = int(ids[-1]) if len(ids) else -1
+            self._by_id_sorted = True
+        else:
+            slots, ids = self._by_id_slots, self._by_id_ids
+            if self._arrived:
+                arrived = np.array(self._arrived, dtype=np.int64).reshape(-1, 2)
+                slots = np.concatenate((slots, arrived[:, 0].astype(np.intp)))
+                ids = np.concatenate((ids, arrived[:, 1]))
+            # Drop the jobs that left (their slot is free, or another job's now).
+            still = self.in_use[slots] & (self.job_id[slots] == ids)
+            if not still.all():
+                slots, ids = slots[still], ids[still]
+        self._arrived.clear()
+        self._by_id_slots, self._by_id_ids = slots, ids
+        return slots, ids
 
     def credit(self, slot: int, column: int, seconds: float) -> None:
         self._pending_index.append(slot * self.stride + column)
