@@ -248,6 +248,7 @@ class Assignment(NamedTuple):
 # Builds a named tuple without its Python-level __new__ (several per unit per round).
 _new_tuple = tuple.__new__
 _unit_key = attrgetter("key")
+_UNIT_OF = itemgetter(0)  # Assignment.unit
 _KEPT_GPUS = itemgetter(5)  # Assignment.kept_gpus
 _SCALE_FACTOR = attrgetter("scale_factor")
 _RATES_OF = attrgetter("rates")
@@ -1230,4 +1231,5 @@ class Mechanism:
         self.stats.lease_opportunities += opportunities
         self.stats.lease_extensions += extensions
         self.stats.preemptions += opportunities - extensions
-        self.previous_round = {assignment.unit.key: assignment for assignment in assignments}
+        keys = map(_unit_key, map(_UNIT_OF, assignments))
+        self.previous_round = dict(zip(keys, assignments, strict=True))
