@@ -265,10 +265,14 @@ class UnitCounters:
         deficit += share x elapsed - (received - half a round), and received restarts at
         half a round; the other entries stay as they are."""
         self.flush()
-        should = np.where(self.allocated[:, None], self.shares * elapsed, 0.0)
-        received = self.time_so_far - half_round
+        # The rows in use, gathered (a contiguous copy, a fraction of the matrices' rows),
+        # updated in place where moved, and written back.
+        rows = np.flatnonzero(self.in_use)
+        block = self.block[rows]
+        time_so_far, deficit = block[:, TIME_SO_FAR], block[:, DEFICIT]
+        should = np.where(self.allocated[rows][:, None], block[:, SHARES] * elapsed, 0.0)
+        received = time_so_far - half_round
         moved = (should != 0.0) | (received != 0.0)
-        moved &= self.in_use[:, None]
-        # In place where moved (cheaper than gathering and scattering the moved entries).
-        np.add(self.deficit, should - received, out=self.deficit, where=moved)
-        np.copyto(self.time_so_far, half_round, where=moved)
+        np.add(deficit, should - received, out=deficit, where=moved)
+        np.copyto(time_so_far, half_round, where=moved)
+        self.block[rows, : DEFICIT + 1] = block[:, : DEFICIT + 1]  # time so far, deficit
