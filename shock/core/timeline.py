@@ -512,31 +512,27 @@ class TimelineRecorder:
             & (segments.column[positions] == columns)
             & (segments.gpus[positions] == gpus)
         )
-        if same.all():  # every job goes on as it did last round: a common round
-            segments.end[positions] = end
-            segments.last[positions] = index
-            return
-        kept = positions[same]
-        segments.end[kept] = end[same]
-        segments.last[kept] = index
-        moved = ~same
-        fresh = positions[moved]
-        closing = fresh[last[moved] != _NO_ROUND]
-        if len(closing):
-            self._closed.add(
-                (
-                    closing.astype(np.int32),
-                    segments.first[closing],
-                    segments.end[closing],
-                    segments.column[closing],
-                    segments.gpus[closing],
+        if not same.all():
+            # The others close their segment (if they had one; read before it is replaced)
+            # and open one from this round.
+            moved = ~same
+            fresh = positions[moved]
+            closing = fresh[last[moved] != _NO_ROUND]
+            if len(closing):
+                self._closed.add(
+                    (
+                        closing.astype(np.int32),
+                        segments.first[closing],
+                        segments.end[closing],
+                        segments.column[closing],
+                        segments.gpus[closing],
+                    )
                 )
-            )
-        segments.first[fresh] = index
-        segments.end[fresh] = end[moved]
-        segments.column[fresh] = columns[moved]
-        segments.gpus[fresh] = gpus[moved]
-        segments.last[fresh] = index
+            segments.first[fresh] = index
+            segments.column[fresh] = columns[moved]
+            segments.gpus[fresh] = gpus[moved]
+        segments.end[positions] = end
+        segments.last[positions] = index
 
     def batch_sizes_seen(
         self,
