@@ -981,11 +981,10 @@ class Mechanism:
         cached = self._rows_cache
         if cached is not None and cached[0] is slots:
             return cached[1], cached[2], cached[3]
-        owner, sizes = cast(list[Unit], self.counters.owner), self.counters.size
-        slot_list = slots.tolist()
-        row_units = list(map(owner.__getitem__, slot_list))
-        row_sizes = list(map(sizes.__getitem__, slot_list))
-        gang_sizes = np.array(row_sizes, dtype=np.int64)
+        counters = self.counters
+        row_units = cast(list[Unit], counters.owners[slots].tolist())
+        gang_sizes = counters.gpus[slots].astype(np.int64)
+        row_sizes = gang_sizes.tolist()
         self._rows_cache = (slots, row_units, row_sizes, gang_sizes)
         return row_units, row_sizes, gang_sizes
 

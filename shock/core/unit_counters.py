@@ -74,6 +74,8 @@ class UnitCounters:
         self.time_run = np.zeros(0)
         self.total_steps = np.zeros(0)
         self.owner: list[SlotHolder | None] = []  # the unit holding each slot
+        # The same as an object array, for gathering many slots' units at once.
+        self.owners = np.empty(0, dtype=object)
         self.size: list[int] = []  # its gang size
         self._free: list[int] = []
         # The jobs' slots by job id, kept between calls of `jobs_by_id`: jobs mostly arrive in
@@ -111,6 +113,7 @@ class UnitCounters:
         self.time_run = grown(self.time_run)
         self.total_steps = grown(self.total_steps)
         self.owner.extend([None] * extra)
+        self.owners = np.concatenate([self.owners, np.full(extra, None, dtype=object)])
         self.size.extend([0] * extra)
         self._free.extend(range(new - 1, old - 1, -1))  # popped lowest first
         self.capacity = new
@@ -157,6 +160,7 @@ class UnitCounters:
         self.time_run[slot] = 0.0
         self.total_steps[slot] = total_steps
         self.owner[slot] = owner
+        self.owners[slot] = owner
         self.size[slot] = size
         return slot
 
@@ -218,6 +222,7 @@ class UnitCounters:
                     if isinstance(owner.rates, UnitRates):
                         owner.rates.detach()
                 self.owner[slot] = None
+                self.owners[slot] = None
             self._free.extend(self._released)
             self._released = []
 
