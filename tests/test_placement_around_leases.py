@@ -15,12 +15,12 @@ from shock.core.allocation_check import PluginOutputError, placed_in_order
 from shock.core.cluster_spec import parse_cluster
 from shock.core.mechanism import Assignment, Mechanism, MechanismConfig
 from shock.core.model import JobSpec
-from shock.core.placement import PlacementRequest
+from shock.core.placement import Placement, PlacementRequest
 from shock.core.plugins import default_registry
 from shock.core.policy import UnitKey
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
-from shock.plugins.placement.consolidated import ConsolidatedPlacement
+from shock.plugins.placement.consolidated import ConsolidatedPlacement, FirstFitPlacement
 
 ROUND = 360.0
 TABLE = default_throughputs()
@@ -35,7 +35,20 @@ class PlainConsolidated(ConsolidatedPlacement):
     places_around_leases = False
 
 
-def _mechanism(placement: ConsolidatedPlacement, cluster: str, policy: str) -> Mechanism:
+class PlainFirstFit(FirstFitPlacement):
+    """Gavel's placement, asked for every unit of every round (also when all stay)."""
+
+    extends_leases = False
+
+
+# Each placement with its plain twin.
+TWINS: list[tuple[Placement, Placement]] = [
+    (ConsolidatedPlacement(), PlainConsolidated()),
+    (FirstFitPlacement(), PlainFirstFit()),
+]
+
+
+def _mechanism(placement: Placement, cluster: str, policy: str) -> Mechanism:
     return Mechanism(
         parse_cluster(cluster, 4),
         default_registry().get("policy", policy).for_run(0),
@@ -50,6 +63,8 @@ def _round(mechanism: Mechanism, now: float, rate_changes: list[tuple[int, float
     """One round: plan, then credit what ran; then the measured rates change (as the
     engine's do in cluster mode, without touching last round's assignments)."""
     assignments = mechanism.plan_round(now)
+    # Each at the unit's rates there now (what `_rates_on` says, one unit at a time).
+    assert all(a.rates == mechanism._rates_on(a.unit, a.column, a.gpus) for a in assignments)
     for assignment in assignments:
         steps = [
             min(max(int(rate * ROUND), 1), member.remaining)
@@ -68,33 +83,57 @@ def _seen(a: Assignment) -> tuple:
     return (a.unit.key, a.unit, a.column, a.worker_type, a.gpus, a.rates, a.kept_gpus, a.grant)
 
 
-@st.composite
-def runs(draw: st.DrawFn) -> tuple[str, str, list[JobSpec], list[list[tuple[int, float]]]]:
-    cluster = ",".join(f"{w}={draw(st.integers(1, 4)) * 4}" for w in WORKER_TYPES)
-    policy = draw(st.sampled_from(["max_min_fairness_perf", "max_min_fairness_packed", "fifo"]))
+Run = tuple[str, str, list[JobSpec], list[list[tuple[int, float]]]]
+
+
+def _jobs(
+    draw: st.DrawFn, count: int, sizes: tuple[int, ...], rounds: float, last_arrival: int
+) -> list[JobSpec]:
+    keys = [key for key in JOB_KEYS if key[1] in sizes]
     jobs = []
-    for job_id in range(draw(st.integers(1, 24))):
-        job_type, scale_factor = draw(st.sampled_from(JOB_KEYS))
+    for job_id in range(count):
+        job_type, scale_factor = draw(st.sampled_from(keys))
         rate = max(TABLE.throughput(job_type, scale_factor, w) for w in WORKER_TYPES)
-        steps = max(1, int(rate * ROUND * draw(st.floats(0.3, 6.0))))
-        arrival = draw(st.integers(0, 10)) * ROUND
+        steps = max(1, int(rate * ROUND * draw(st.floats(0.3, rounds))))
+        arrival = draw(st.integers(0, last_arrival)) * ROUND
         jobs.append(JobSpec(job_id, job_type, steps, scale_factor, arrival, 1.0))
-    jobs.sort(key=lambda job: job.arrival_time)
+    return sorted(jobs, key=lambda job: job.arrival_time)
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> Run:
+    """Small clusters (a few units per worker type), or a large one with many single-GPU jobs
+    and a few gangs (dozens of units per type); measured rates change now and then."""
+    large = draw(st.booleans())
+    servers = [
+        draw(st.integers(8, 12) if large and w == "v100" else st.integers(1, 4))
+        for w in WORKER_TYPES
+    ]
+    cluster = ",".join(f"{w}={count * 4}" for w, count in zip(WORKER_TYPES, servers, strict=True))
+    policies = ["max_min_fairness_perf", "fifo"] + ([] if large else ["max_min_fairness_packed"])
+    policy = draw(st.sampled_from(policies))
+    if large:
+        jobs = _jobs(draw, draw(st.integers(50, 90)), (1,) * 9 + (2, 4), 20.0, 3)
+    else:
+        jobs = _jobs(draw, draw(st.integers(1, 24)), (1, 2, 4), 6.0, 10)
     changes = [
-        draw(st.lists(st.tuples(st.integers(0, 23), st.sampled_from([0.5, 2.0])), max_size=2))
+        draw(
+            st.lists(st.tuples(st.integers(0, len(jobs)), st.sampled_from([0.5, 2.0])), max_size=3)
+        )
         for _ in range(14)
     ]
     return cluster, policy, jobs, changes
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("twins", TWINS, ids=lambda twins: twins[0].name)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run=runs())
 def test_keeping_leases_in_the_mechanism_places_as_asking_for_every_unit(
-    run: tuple[str, str, list[JobSpec], list[list[tuple[int, float]]]],
+    twins: tuple[Placement, Placement], run: Run
 ) -> None:
     cluster, policy, jobs, changes = run
-    around = _mechanism(ConsolidatedPlacement(), cluster, policy)
-    plain = _mechanism(PlainConsolidated(), cluster, policy)
+    around = _mechanism(twins[0], cluster, policy)
+    plain = _mechanism(twins[1], cluster, policy)
     pending = list(jobs)
     for index, rate_changes in enumerate(changes):
         now = index * ROUND

@@ -986,6 +986,7 @@ class Mechanism:
         allocated: list[bool] | None = None
         extends_leases = getattr(self.placement, "extends_leases", False)
         around_leases = extends_leases and getattr(self.placement, "places_around_leases", False)
+        sensitive = self.config.placement_sensitive
         if self.resource_aware:
             self._reset_speeds()
         for column in order:
@@ -1002,41 +1003,55 @@ class Mechanism:
             keys = list(map(_unit_key, runnable))
             # Each unit's assignment of last round (`_NOT_PLACED` if it did not run).
             lasts = list(map(previous_get, keys, repeat(_NOT_PLACED)))
-            if extends_leases:
-                placed_around = self._place_around_leases(
-                    column, runnable, keys, lasts, around_leases
-                )
+            if around_leases:
+                placed_around = self._place_around_leases(column, runnable, keys, lasts)
                 if placed_around is not None:
                     assignments.extend(placed_around)
                     continue
-            assignments.extend(self._place_all(column, runnable, keys, lasts))
+            # Each unit's GPUs of last round if it ran on this type (None otherwise).
+            previous_gpus = [None if last[1] != column else last[3] for last in lasts]
+            if extends_leases and not around_leases and None not in previous_gpus:
+                # Everyone stayed: the placement would keep them all where they were.
+                placed_around = self._place_around_leases(column, runnable, keys, lasts)
+                if placed_around is not None:
+                    assignments.extend(placed_around)
+                    continue
+            sizes = list(map(_SCALE_FACTOR, runnable))
+            fields = zip(keys, sizes, previous_gpus, strict=True)
+            requests = list(map(_new_tuple, repeat(PlacementRequest), fields))
+            servers = self.servers_by_column[column]
+            gpus_of = self.placement.place(servers, requests)
+            placed = cast(
+                list[tuple[int, ...]],
+                placed_in_order(
+                    self.placement,
+                    servers,
+                    requests,
+                    gpus_of,
+                    self._gpus_by_column[column],
+                    keys,
+                    sizes,
+                ),
+            )
+            # Kept: ran on exactly these GPUs of this type last round.
+            kept = map(eq, previous_gpus, placed)
+            if len(runnable) > _FEW_PLACED:
+                assignments.extend(self._assignments(column, runnable, placed, kept, sizes))
+                continue
+            # (`_assignments` for a few units, inline: most rounds of small clusters.)
+            worker_type = self.worker_types[column]
+            append = assignments.append
+            for unit, gpus, kept_gpus in zip(runnable, placed, kept, strict=True):
+                if type(unit) is JobState and (len(gpus) == 1 or not sensitive):
+                    unit_rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`
+                else:
+                    unit_rates = self._rates_on(unit, column, gpus)
+                append(
+                    _new_tuple(
+                        Assignment, (unit, column, worker_type, gpus, unit_rates, kept_gpus, None)
+                    )
+                )
         return assignments
-
-    def _place_all(
-        self, column: int, runnable: list[Unit], keys: list[UnitKey], lasts: list[Assignment]
-    ) -> list[Assignment]:
-        """The placement's GPUs for every unit (`lasts`: each one's assignment of last round)."""
-        # Each unit's GPUs of last round if it ran on this type (None otherwise).
-        previous_gpus = [None if last[1] != column else last[3] for last in lasts]
-        sizes = list(map(_SCALE_FACTOR, runnable))
-        fields = zip(keys, sizes, previous_gpus, strict=True)
-        requests = list(map(_new_tuple, repeat(PlacementRequest), fields))
-        servers = self.servers_by_column[column]
-        gpus_of = self.placement.place(servers, requests)
-        placed = cast(
-            list[tuple[int, ...]],
-            placed_in_order(
-                self.placement,
-                servers,
-                requests,
-                gpus_of,
-                self._gpus_by_column[column],
-                keys,
-                sizes,
-            ),
-        )
-        # Kept: ran on exactly these GPUs of this type last round.
-        return self._assignments(column, runnable, placed, map(eq, previous_gpus, placed), sizes)
 
     def _place_around_leases(
         self,
@@ -1044,17 +1059,16 @@ class Mechanism:
         runnable: list[Unit],
         keys: list[UnitKey],
         lasts: list[Assignment],
-        around_leases: bool,
     ) -> list[Assignment] | None:
         """With a placement that extends leases: the units that ran on this type last round
-        keep their GPUs, and the placement places only the others, on the GPUs left (asked
-        only when it says it places around leases exactly as it would with them; otherwise
-        only when there are no others). None where that does not apply: then every unit
-        goes to the placement."""
+        keep their GPUs, and the placement places only the others, on the GPUs left (called
+        only when there are no others, or when the placement says it places around leases
+        exactly as it would with them). None where last round's GPUs cannot all be kept:
+        then every unit goes to the placement."""
         stayed = list(map(eq, map(_COLUMN, lasts), repeat(column)))
         everyone_stayed = all(stayed)
-        if not everyone_stayed and not around_leases:
-            return None
+        if everyone_stayed and len(runnable) <= _FEW_PLACED:
+            return self._few_stay(column, runnable, lasts)
         # Each unit's GPUs: last round's for now (the others' are replaced below).
         gpus = list(map(_GPUS, lasts))
         sizes = list(map(_SCALE_FACTOR, runnable))
@@ -1096,6 +1110,35 @@ class Mechanism:
             )
             deque(map(gpus.__setitem__, compress(count(), moved), placed), maxlen=0)
         return self._assignments(column, runnable, gpus, stayed, sizes)
+
+    def _few_stay(
+        self, column: int, units: list[Unit], lasts: list[Assignment]
+    ) -> list[Assignment] | None:
+        """`_place_around_leases` where every unit ran on this type last round, as one loop
+        (cheaper for a few units): last round's assignment where it still holds (the same
+        unit, already marked kept, at the unit's rates now), else a new one on its GPUs."""
+        sensitive = self.config.placement_sensitive
+        worker_type = self.worker_types[column]
+        held: set[int] = set()
+        built: list[Assignment] = []
+        append = built.append
+        for unit, last in zip(units, lasts, strict=True):
+            gpus = last[3]
+            if len(gpus) != unit.scale_factor or not held.isdisjoint(gpus):
+                return None  # (a resumed run's memory may not fit): the placement decides
+            held.update(gpus)
+            if type(unit) is JobState and (len(gpus) == 1 or not sensitive):
+                unit_rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`, inline
+            else:
+                unit_rates = self._rates_on(unit, column, gpus)
+            if last[5] and last[0] is unit and last[4] == unit_rates and last[6] is None:
+                append(last)
+            else:
+                fields = (unit, column, worker_type, gpus, unit_rates, True, None)
+                append(_new_tuple(Assignment, fields))
+        if not held <= self._gpus_by_column[column]:
+            return None
+        return built
 
     def _assignments(
         self,
