@@ -219,12 +219,15 @@ def placed_in_order(
     valid_gpus: AbstractSet[int] | None = None,
     keys: list[UnitKey] | None = None,
     sizes: list[int] | None = None,
+    held: AbstractSet[int] | None = None,
 ) -> list[Sequence[int]]:
     """Each request's GPUs in `gpus_of`, in the requests' order, once `check_placement` has
     passed. The common case (every request placed once, with as many GPUs as it needs, all
     distinct and of `servers`) is decided in C; anything else goes to the detailed check,
     which names the fault. `keys` and `sizes`, when given, are the requests' keys and scale
-    factors in order (a caller that has them saves two passes)."""
+    factors in order (a caller that has them saves two passes). `held`, when given, are GPUs
+    of the worker type that other units hold: `servers` leave them out, and so must the
+    placement (`valid_gpus` may still include them)."""
     if keys is None:
         keys = list(map(_KEY, requests))
     if sizes is None:
@@ -239,13 +242,19 @@ def placed_in_order(
         if len(placed) == len(keys) and list(map(len, placed)) == sizes:
             taken = list(chain.from_iterable(placed))
             distinct = set(taken)
-            if len(distinct) == len(taken) and (
-                distinct <= valid_gpus
-                if valid_gpus is not None
-                else distinct.issubset(chain.from_iterable(servers))
+            if (
+                len(distinct) == len(taken)
+                and (
+                    distinct <= valid_gpus
+                    if valid_gpus is not None
+                    else distinct.issubset(chain.from_iterable(servers))
+                )
+                and (held is None or distinct.isdisjoint(held))
             ):
                 return placed
-    check_placement(placement, servers, requests, gpus_of, valid_gpus=valid_gpus)
+    # (With GPUs held, `servers` alone say which GPUs the placement could use.)
+    valid = valid_gpus if held is None else None
+    check_placement(placement, servers, requests, gpus_of, valid_gpus=valid)
     return [gpus_of[key] for key in keys]
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from itertools import chain, repeat
-from operator import attrgetter, eq, itemgetter
+from itertools import chain, compress, count, filterfalse, repeat
+from operator import attrgetter, eq, itemgetter, not_
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -252,12 +253,12 @@ _UNIT_OF = itemgetter(0)  # Assignment.unit
 _KEPT_GPUS = itemgetter(5)  # Assignment.kept_gpus
 _SCALE_FACTOR = attrgetter("scale_factor")
 _RATES_OF = attrgetter("rates")
+_COLUMN = itemgetter(1)  # an assignment's
+_GPUS = itemgetter(3)  # an assignment's
 
 
-def _kept(assignment: Assignment) -> Assignment:
-    """The same assignment, marked as having kept its GPUs (cheaper than `_replace`)."""
-    unit, column, worker_type, gpus, rates, _, grant = assignment
-    return Assignment(unit, column, worker_type, gpus, rates, True, grant)
+# Stands for "did not run last round" where a unit's last assignment is looked up.
+_NOT_PLACED = Assignment(cast(Unit, None), -1, "", (), (), False)
 
 
 @dataclass(slots=True)
@@ -1062,6 +1063,7 @@ class Mechanism:
         hold = self.config.hold_unallocated_jobs
         allocated: list[bool] | None = None
         extends_leases = getattr(self.placement, "extends_leases", False)
+        around_leases = extends_leases and getattr(self.placement, "places_around_leases", False)
         sensitive = self.config.placement_sensitive
         if self.resource_aware:
             self._reset_speeds()
@@ -1077,17 +1079,21 @@ class Mechanism:
                 assignments.extend(self._place_with_resources(column, runnable))
                 continue
             keys = list(map(_unit_key, runnable))
+            # Each unit's assignment of last round (`_NOT_PLACED` if it did not run).
+            lasts = list(map(previous_get, keys, repeat(_NOT_PLACED)))
+            if around_leases:
+                placed_around = self._place_around_leases(column, runnable, keys, lasts)
+                if placed_around is not None:
+                    assignments.extend(placed_around)
+                    continue
             # Each unit's GPUs of last round if it ran on this type (None otherwise).
-            previous_gpus = [
-                None if last is None or last.column != column else last.gpus
-                for last in map(previous_get, keys)
-            ]
-            if extends_leases and None not in previous_gpus:
-                # Everyone stays where they were; placement would agree. Reuse the assignments
-                # (immutable), marked as having kept their GPUs.
-                for stayed in cast(list[Assignment], list(map(previous_get, keys))):
-                    assignments.append(stayed if stayed.kept_gpus else _kept(stayed))
-                continue
+            previous_gpus = [None if last[1] != column else last[3] for last in lasts]
+            if extends_leases and not around_leases and None not in previous_gpus:
+                # Everyone stayed: the placement would keep them all where they were.
+                placed_around = self._place_around_leases(column, runnable, keys, lasts)
+                if placed_around is not None:
+                    assignments.extend(placed_around)
+                    continue
             sizes = list(map(_SCALE_FACTOR, runnable))
             fields = zip(keys, sizes, previous_gpus, strict=True)
             requests = list(map(_new_tuple, repeat(PlacementRequest), fields))
@@ -1107,34 +1113,15 @@ class Mechanism:
             )
             # Kept: ran on exactly these GPUs of this type last round.
             kept = map(eq, previous_gpus, placed)
-            worker_type = self.worker_types[column]
-            if (
-                len(runnable) > _FEW_PLACED
-                and set(map(type, runnable)) == _ONLY_JOBS
-                and (not sensitive or max(sizes) == 1)
-            ):
-                # Jobs at their one rate per type (`_rates_on`): all built in C.
-                rates = zip(map(itemgetter(column), map(_RATES_OF, runnable)))
-                assignments.extend(
-                    map(
-                        _new_tuple,
-                        repeat(Assignment),
-                        zip(
-                            runnable,
-                            repeat(column),
-                            repeat(worker_type),
-                            placed,
-                            rates,
-                            kept,
-                            repeat(None),
-                        ),
-                    )
-                )
+            if len(runnable) > _FEW_PLACED:
+                assignments.extend(self._assignments(column, runnable, placed, kept, sizes))
                 continue
+            # (`_assignments` for a few units, inline: most rounds of small clusters.)
+            worker_type = self.worker_types[column]
             append = assignments.append
             for unit, gpus, kept_gpus in zip(runnable, placed, kept, strict=True):
                 if type(unit) is JobState and (len(gpus) == 1 or not sensitive):
-                    unit_rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`, inline
+                    unit_rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`
                 else:
                     unit_rates = self._rates_on(unit, column, gpus)
                 append(
@@ -1143,6 +1130,129 @@ class Mechanism:
                     )
                 )
         return assignments
+
+    def _place_around_leases(
+        self,
+        column: int,
+        runnable: list[Unit],
+        keys: list[UnitKey],
+        lasts: list[Assignment],
+    ) -> list[Assignment] | None:
+        """With a placement that extends leases: the units that ran on this type last round
+        keep their GPUs, and the placement places only the others, on the GPUs left (called
+        only when there are no others, or when the placement says it places around leases
+        exactly as it would with them). None where last round's GPUs cannot all be kept:
+        then every unit goes to the placement."""
+        stayed = list(map(eq, map(_COLUMN, lasts), repeat(column)))
+        everyone_stayed = all(stayed)
+        if everyone_stayed and len(runnable) <= _FEW_PLACED:
+            return self._few_stay(column, runnable, lasts)
+        # Each unit's GPUs: last round's for now (the others' are replaced below).
+        gpus = list(map(_GPUS, lasts))
+        sizes = list(map(_SCALE_FACTOR, runnable))
+        if everyone_stayed:
+            held = list(chain.from_iterable(gpus))
+            if list(map(len, gpus)) != sizes:
+                return None
+        else:
+            stayed_gpus = list(compress(gpus, stayed))
+            held = list(chain.from_iterable(stayed_gpus))
+            if list(map(len, stayed_gpus)) != list(compress(sizes, stayed)):
+                return None
+        held_set = set(held)
+        if len(held_set) != len(held) or not held_set <= self._gpus_by_column[column]:
+            return None  # (a resumed run's memory may not fit): the placement decides
+        if not everyone_stayed:
+            # The others: placed on the GPUs the stayed units do not hold.
+            moved = list(map(not_, stayed))
+            unit_keys = list(compress(keys, moved))
+            unit_sizes = list(compress(sizes, moved))
+            fields = zip(unit_keys, unit_sizes, repeat(None))
+            requests = list(map(_new_tuple, repeat(PlacementRequest), fields))
+            servers = [
+                server
+                if held_set.isdisjoint(server)
+                else list(filterfalse(held_set.__contains__, server))
+                for server in self.servers_by_column[column]
+            ]
+            gpus_of = self.placement.place(servers, requests)
+            placed = placed_in_order(
+                self.placement,
+                servers,
+                requests,
+                gpus_of,
+                self._gpus_by_column[column],
+                unit_keys,
+                unit_sizes,
+                held_set,
+            )
+            deque(map(gpus.__setitem__, compress(count(), moved), placed), maxlen=0)
+        return self._assignments(column, runnable, gpus, stayed, sizes)
+
+    def _few_stay(
+        self, column: int, units: list[Unit], lasts: list[Assignment]
+    ) -> list[Assignment] | None:
+        """`_place_around_leases` where every unit ran on this type last round, as one loop
+        (cheaper for a few units): last round's assignment where it still holds (the same
+        unit, already marked kept, at the unit's rates now), else a new one on its GPUs."""
+        sensitive = self.config.placement_sensitive
+        worker_type = self.worker_types[column]
+        held: set[int] = set()
+        built: list[Assignment] = []
+        append = built.append
+        for unit, last in zip(units, lasts, strict=True):
+            gpus = last[3]
+            if len(gpus) != unit.scale_factor or not held.isdisjoint(gpus):
+                return None  # (a resumed run's memory may not fit): the placement decides
+            held.update(gpus)
+            if type(unit) is JobState and (len(gpus) == 1 or not sensitive):
+                unit_rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`, inline
+            else:
+                unit_rates = self._rates_on(unit, column, gpus)
+            if last[5] and last[0] is unit and last[4] == unit_rates and last[6] is None:
+                append(last)
+            else:
+                fields = (unit, column, worker_type, gpus, unit_rates, True, None)
+                append(_new_tuple(Assignment, fields))
+        if not held <= self._gpus_by_column[column]:
+            return None
+        return built
+
+    def _assignments(
+        self,
+        column: int,
+        units: list[Unit],
+        placed: list[tuple[int, ...]],
+        kept: Iterable[bool],
+        sizes: list[int],
+    ) -> list[Assignment]:
+        """The units' assignments on these GPUs of a worker type."""
+        worker_type = self.worker_types[column]
+        if (
+            len(units) > _FEW_PLACED
+            and set(map(type, units)) == _ONLY_JOBS
+            and (not self.config.placement_sensitive or max(sizes) == 1)
+        ):
+            # Jobs at their one rate per type (`_rates_on`): all built in C.
+            rates = zip(map(itemgetter(column), map(_RATES_OF, units)))
+            fields = zip(
+                units, repeat(column), repeat(worker_type), placed, rates, kept, repeat(None)
+            )
+            return list(map(_new_tuple, repeat(Assignment), fields))
+        sensitive = self.config.placement_sensitive
+        built: list[Assignment] = []
+        append = built.append
+        for unit, gpus, kept_gpus in zip(units, placed, kept, strict=False):  # (`kept` may repeat)
+            if type(unit) is JobState and (len(gpus) == 1 or not sensitive):
+                unit_rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`, inline
+            else:
+                unit_rates = self._rates_on(unit, column, gpus)
+            append(
+                _new_tuple(
+                    Assignment, (unit, column, worker_type, gpus, unit_rates, kept_gpus, None)
+                )
+            )
+        return built
 
     def _place_with_resources(self, column: int, runnable: list[Unit]) -> list[Assignment]:
         """Every unit re-placed with CPUs and memory; its rates scaled by the grant's speed.

@@ -21,6 +21,10 @@ class Placement(Protocol):
     # True when a request whose previous GPUs are all free always keeps them; the mechanism
     # then skips the call in rounds where every unit of a worker type ran there last round.
     extends_leases: bool
+    # Optional: True when the placement first keeps every request's previous GPUs that are
+    # all free, then places the rest exactly as it would with those GPUs gone; the mechanism
+    # then asks it only for the units that did not keep theirs.
+    #     places_around_leases: bool
     # Optional: the presets (`--preset`) that run with this placement unless `--placement`
     # says otherwise; at most one installed placement may name a preset.
     #     default_for_presets: tuple[str, ...]

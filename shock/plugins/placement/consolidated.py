@@ -15,6 +15,8 @@ from shock.core.policy import UnitKey
 
 # Getters in C (they run for every request in every round).
 _size = attrgetter("scale_factor")
+_key = attrgetter("key")
+_previous = attrgetter("previous_gpus")
 
 
 def _by_size(requests: list[PlacementRequest]) -> list[PlacementRequest]:
@@ -80,6 +82,9 @@ class ConsolidatedPlacement:
     name = "consolidated"
     description = "keep last round's GPUs, else pack each gang onto as few servers as possible"
     extends_leases = True
+    # Leases first, then every other unit on the GPUs left, as if the kept ones were gone:
+    # the mechanism may keep the leases itself and ask only for the others.
+    places_around_leases = True
     default_for_presets = ("default",)
 
     def place(
@@ -88,16 +93,26 @@ class ConsolidatedPlacement:
         sizes = set(map(_size, requests))
         ordered = requests if len(sizes) <= 1 else _by_size(requests)
         taken: set[int] = set()
-        placed = _extend_leases(ordered, taken)
+        # (No request had GPUs last round when the mechanism kept their leases itself.)
+        placed = _extend_leases(ordered, taken) if any(map(_previous, ordered)) else {}
         # Each server's free GPUs (never changed in place: a server nothing took from is
         # shared with `servers`).
-        free = [
-            server if taken.isdisjoint(server) else list(filterfalse(taken.__contains__, server))
-            for server in servers
-        ]
+        free = (
+            [
+                server
+                if taken.isdisjoint(server)
+                else list(filterfalse(taken.__contains__, server))
+                for server in servers
+            ]
+            if taken
+            else list(servers)
+        )
         same_sizes = [(sizes.pop(), ordered)] if len(sizes) == 1 else groupby(ordered, _size)
         for need, same_size in same_sizes:
-            keys = [request.key for request in same_size if request.key not in placed]
+            if placed:
+                keys = [request.key for request in same_size if request.key not in placed]
+            else:
+                keys = list(map(_key, same_size))
             if len(set(keys)) != len(keys):
                 keys = list(dict.fromkeys(keys))  # a unit asked for twice is placed once
             gangs = _tightest_fits(free, need, len(keys))
