@@ -862,16 +862,12 @@ def _charged(
 
 @contextmanager
 def _fewer_young_collections() -> Iterator[None]:
-    """Python's garbage collector, tuned for the loop's churn (restored after it). What
-    exists when the loop starts (the trace, its jobs, the plugins) lives through the run:
-    frozen, full collections do not walk it again and again."""
+    """Python's garbage collector, tuned for the loop's churn (restored after it)."""
     saved = gc.get_threshold()
     gc.set_threshold(max(saved[0], _YOUNG_COLLECTION_THRESHOLD), *saved[1:])
-    gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
         gc.set_threshold(*saved)
 
 
