@@ -19,6 +19,7 @@ from shock.core.throughputs import default_throughputs
 from shock.core.trace import Trace
 from shock.plugins.backends.simulator import SimulatedExecutor
 from shock.traces.generator import WorkloadConfig, generate_jobs
+from shock.traces.synergy_generator import SynergyWorkload, generate_synergy_jobs
 
 
 class CountingColumns(SimulatedExecutor):
@@ -30,6 +31,19 @@ class CountingColumns(SimulatedExecutor):
 
     def run_round_columns(self, plan: RoundColumns) -> ColumnProgress:
         self.column_rounds += 1
+        return super().run_round_columns(plan)
+
+
+class GrantsSeen(CountingColumns):
+    """Counts the grants its columnar rounds carry."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.grants_seen = 0
+
+    def run_round_columns(self, plan: RoundColumns) -> ColumnProgress:
+        assert len(plan.grants) == len(plan.job_ids)
+        self.grants_seen += sum(grant is not None for grant in plan.grants)
         return super().run_round_columns(plan)
 
 
@@ -178,3 +192,23 @@ def test_an_executor_declaring_columns_it_cannot_take_is_refused() -> None:
     request = _request(_trace(5, multi_gpu=False), policy="fifo", cluster="1:1:1")
     with pytest.raises(ShockError, match="declares columnar rounds"):
         Engine(request, ClaimsColumns(), "odd")
+
+
+@pytest.mark.parametrize("placement", ["proportional", "tune"])
+def test_synergy_rounds_with_grants_go_as_columns(placement: str) -> None:
+    # CPU and memory grants scale each job's rate; the columns carry the grants too.
+    workload = SynergyWorkload(200, jobs_per_hour=60.0, multi_gpu=True, seed=5)
+    trace = Trace(tuple(generate_synergy_jobs(workload)), "synergy", "synergy")
+    options = {
+        "policy": "fifo",
+        "preset": "synergy",
+        "cluster": "synergy-128",
+        "placement": placement,
+    }
+    columns = GrantsSeen()
+    by_columns, engine = _run(trace, columns, dict(options))
+    by_units, units_engine = _run(trace, UnitsOnly(), dict(options))
+    assert columns.column_rounds == by_columns.metrics.rounds > 50
+    assert columns.grants_seen > 0
+    assert _comparable(by_columns) == _comparable(by_units)
+    _same_state(engine, units_engine)

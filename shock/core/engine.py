@@ -79,6 +79,7 @@ _GPUS = itemgetter(3)
 _FIRST_RATE = itemgetter(0)
 _RATES = itemgetter(4)
 _SLOT = attrgetter("slot")
+_GRANT = itemgetter(6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,13 +418,12 @@ class Engine:
 
     def _plans_columns(self, mechanism: Mechanism) -> bool:
         """Whether this round goes to the executor as columns: it takes them, every unit is
-        a job alone with no CPU or memory grant, no adaptation rule looks at each job after
-        its run, and the overhead is charged as lost time (not as fewer steps)."""
+        a job alone, no adaptation rule looks at each job after its run, and the overhead is
+        charged as lost time (not as fewer steps)."""
         return (
             self.columnar is not None
             and self.rules is None
             and not mechanism.pairs
-            and not mechanism.resource_aware
             and self.config.overhead_effect != "fewer_steps"
         )
 
@@ -521,6 +521,7 @@ class Engine:
             np.fromiter(map(_FIRST_RATE, map(_RATES, assignments)), np.float64, count),
             counters.total_steps[slots] - counters.steps_done[slots],
             np.zeros(count) if overheads is None else np.array(overheads, dtype=np.float64),
+            tuple(map(_GRANT, assignments)) if mechanism.resource_aware else (),
         )
 
     def _batch_size_orders(self, mechanism: Mechanism) -> tuple[BatchSizeOrder, ...]:

@@ -97,8 +97,8 @@ class RoundReport:
 @dataclass(frozen=True, slots=True)
 class RoundColumns:
     """A round's plan as columns, one entry per unit, for an executor that computes progress
-    for thousands of units at once (`ColumnarExecutor`). Only rounds of jobs alone, with no
-    CPU or memory grants, are planned this way; the fields are `PlannedUnit`'s."""
+    for thousands of units at once (`ColumnarExecutor`). Only rounds of jobs alone are
+    planned this way; the fields are `PlannedUnit`'s."""
 
     index: int
     start_s: float
@@ -107,6 +107,8 @@ class RoundColumns:
     rates: np.ndarray  # steps/s the engine expects
     steps_left: np.ndarray
     overhead_s: np.ndarray  # (re)start cost this round, seconds
+    # Each job's CPUs and memory where the placement is resource-aware; empty otherwise.
+    grants: tuple[ResourceGrant | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
