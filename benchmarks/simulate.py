@@ -172,7 +172,21 @@ def _simulate(row: Row, policy: str) -> tuple[RunResult, float, float]:
     started = time.perf_counter()
     result: RunResult = registry.get("backend", "simulator").run(request)
     wall = time.perf_counter() - started
-    return result, wall, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result, wall, peak_rss_mb()
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory. Linux carries `ru_maxrss` over from the forked
+    parent into the started process (it counts the parent's pages the fork shared), so it
+    reads the memory's own high-water mark there."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def measure(row: Row, policy: str, label: str, repeat: int) -> Measured:
