@@ -48,7 +48,18 @@ from shock.core.executor import (
     RoundReport,
 )
 from shock.core.measured_throughputs import ThroughputEstimates
-from shock.core.mechanism import Assignment, JobState, Mechanism, MechanismStats, UnitKey
+from shock.core.mechanism import (
+    ASSIGNED_COLUMN,
+    ASSIGNED_GPUS,
+    ASSIGNED_GRANT,
+    ASSIGNED_RATES,
+    ASSIGNED_UNIT,
+    Assignment,
+    JobState,
+    Mechanism,
+    MechanismStats,
+    UnitKey,
+)
 from shock.core.metrics import JobRecord, RunCounters, compute_metrics
 from shock.core.model import Cluster, JobSpec
 from shock.core.results import RunResult
@@ -73,13 +84,8 @@ _YOUNG_COLLECTION_THRESHOLD = 100_000
 # Builds a named tuple without its Python-level __new__: plans are made for every unit of
 # every round, and this is a third of the cost.
 _new_tuple = tuple.__new__
-_UNIT = itemgetter(0)
-_COLUMN = itemgetter(1)
-_GPUS = itemgetter(3)
 _FIRST_RATE = itemgetter(0)
-_RATES = itemgetter(4)
 _SLOT = attrgetter("slot")
-_GRANT = itemgetter(6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,13 +509,13 @@ class Engine:
         mechanism = self.mechanism
         assert mechanism is not None
         count = len(assignments)
-        jobs: list[JobState] = list(map(_UNIT, assignments))
+        jobs: list[JobState] = list(map(ASSIGNED_UNIT, assignments))
         slots = np.fromiter(map(_SLOT, jobs), np.intp, count)
         self._column_round = _ColumnRound(
             jobs,
             slots,
-            np.fromiter(map(_COLUMN, assignments), np.intp, count),
-            np.fromiter(map(len, map(_GPUS, assignments)), np.intp, count),
+            np.fromiter(map(ASSIGNED_COLUMN, assignments), np.intp, count),
+            np.fromiter(map(len, map(ASSIGNED_GPUS, assignments)), np.intp, count),
         )
         counters = mechanism.counters
         overheads = self._overheads(assignments, ran_last_round)
@@ -518,10 +524,10 @@ class Engine:
             now,
             now + self.config.mechanism.round_length_s,
             counters.job_id[slots],
-            np.fromiter(map(_FIRST_RATE, map(_RATES, assignments)), np.float64, count),
+            np.fromiter(map(_FIRST_RATE, map(ASSIGNED_RATES, assignments)), np.float64, count),
             counters.total_steps[slots] - counters.steps_done[slots],
             np.zeros(count) if overheads is None else np.array(overheads, dtype=np.float64),
-            tuple(map(_GRANT, assignments)) if mechanism.resource_aware else (),
+            tuple(map(ASSIGNED_GRANT, assignments)) if mechanism.resource_aware else (),
         )
 
     def _batch_size_orders(self, mechanism: Mechanism) -> tuple[BatchSizeOrder, ...]:

@@ -249,12 +249,16 @@ class Assignment(NamedTuple):
 # Builds a named tuple without its Python-level __new__ (several per unit per round).
 _new_tuple = tuple.__new__
 _unit_key = attrgetter("key")
-_UNIT_OF = itemgetter(0)  # Assignment.unit
+# An assignment's fields, read by C-level getters in passes over a whole round (here, in the
+# engine and in the timeline).
+ASSIGNED_UNIT = itemgetter(0)
+ASSIGNED_COLUMN = itemgetter(1)
+ASSIGNED_GPUS = itemgetter(3)
+ASSIGNED_RATES = itemgetter(4)
+ASSIGNED_GRANT = itemgetter(6)
 _KEPT_GPUS = itemgetter(5)  # Assignment.kept_gpus
 _SCALE_FACTOR = attrgetter("scale_factor")
 _RATES_OF = attrgetter("rates")
-_COLUMN = itemgetter(1)  # an assignment's
-_GPUS = itemgetter(3)  # an assignment's
 
 
 # Stands for "did not run last round" where a unit's last assignment is looked up.
@@ -1064,7 +1068,6 @@ class Mechanism:
         allocated: list[bool] | None = None
         extends_leases = getattr(self.placement, "extends_leases", False)
         around_leases = extends_leases and getattr(self.placement, "places_around_leases", False)
-        sensitive = self.config.placement_sensitive
         if self.resource_aware:
             self._reset_speeds()
         for column in order:
@@ -1113,22 +1116,7 @@ class Mechanism:
             )
             # Kept: ran on exactly these GPUs of this type last round.
             kept = map(eq, previous_gpus, placed)
-            if len(runnable) > _FEW_PLACED:
-                assignments.extend(self._assignments(column, runnable, placed, kept, sizes))
-                continue
-            # (`_assignments` for a few units, inline: most rounds of small clusters.)
-            worker_type = self.worker_types[column]
-            append = assignments.append
-            for unit, gpus, kept_gpus in zip(runnable, placed, kept, strict=True):
-                if type(unit) is JobState and (len(gpus) == 1 or not sensitive):
-                    unit_rates: tuple[float, ...] = (unit.rates[column],)  # `_rates_on`
-                else:
-                    unit_rates = self._rates_on(unit, column, gpus)
-                append(
-                    _new_tuple(
-                        Assignment, (unit, column, worker_type, gpus, unit_rates, kept_gpus, None)
-                    )
-                )
+            assignments.extend(self._assignments(column, runnable, placed, kept, sizes))
         return assignments
 
     def _place_around_leases(
@@ -1143,12 +1131,12 @@ class Mechanism:
         only when there are no others, or when the placement says it places around leases
         exactly as it would with them). None where last round's GPUs cannot all be kept:
         then every unit goes to the placement."""
-        stayed = list(map(eq, map(_COLUMN, lasts), repeat(column)))
+        stayed = list(map(eq, map(ASSIGNED_COLUMN, lasts), repeat(column)))
         everyone_stayed = all(stayed)
         if everyone_stayed and len(runnable) <= _FEW_PLACED:
             return self._few_stay(column, runnable, lasts)
         # Each unit's GPUs: last round's for now (the others' are replaced below).
-        gpus = list(map(_GPUS, lasts))
+        gpus = list(map(ASSIGNED_GPUS, lasts))
         sizes = list(map(_SCALE_FACTOR, runnable))
         if everyone_stayed:
             held = list(chain.from_iterable(gpus))
@@ -1340,5 +1328,5 @@ class Mechanism:
         self.stats.lease_opportunities += opportunities
         self.stats.lease_extensions += extensions
         self.stats.preemptions += opportunities - extensions
-        keys = map(_unit_key, map(_UNIT_OF, assignments))
+        keys = map(_unit_key, map(ASSIGNED_UNIT, assignments))
         self.previous_round = dict(zip(keys, assignments, strict=True))

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple, overload
 
 import numpy as np
 
+from shock.core.mechanism import ASSIGNED_COLUMN, ASSIGNED_GPUS, ASSIGNED_UNIT
 from shock.core.model import batch_size_of
 
 if TYPE_CHECKING:
@@ -36,10 +37,7 @@ TIME_DECIMALS = 3
 
 # Builds a named tuple without its Python-level __new__ (one per segment read).
 _new_tuple = tuple.__new__
-# Fields of the round's assignments and progress, read by C-level getters (see round_ran).
-_UNIT = itemgetter(0)
-_COLUMN = itemgetter(1)
-_GPUS = itemgetter(3)
+# Fields of the round's progress, read by C-level getters (see round_ran).
 _EXEC_S = itemgetter(2)
 _STOPPED = itemgetter(1)
 _FIRST = itemgetter(0)
@@ -386,21 +384,21 @@ class TimelineRecorder:
         count = len(planned)
         if len(progress) != count:
             raise ValueError(f"{count} units planned, progress reported for {len(progress)}")
-        unit_columns = np.fromiter(map(_COLUMN, planned), np.intp, count)
-        unit_gpus = np.fromiter(map(len, map(_GPUS, planned)), np.intp, count)
+        unit_columns = np.fromiter(map(ASSIGNED_COLUMN, planned), np.intp, count)
+        unit_gpus = np.fromiter(map(len, map(ASSIGNED_GPUS, planned)), np.intp, count)
         exec_s = np.fromiter(map(_EXEC_S, progress), np.float64, count)
         try:  # every unit a job alone: the common case, kept lean
-            job_ids = np.fromiter(map(_JOB_ID, map(_UNIT, planned)), np.int64, count)
+            job_ids = np.fromiter(map(_JOB_ID, map(ASSIGNED_UNIT, planned)), np.int64, count)
         except AttributeError:  # a pair (it has no job id of its own)
             pass
         else:
             stopped = np.fromiter(map(_FIRST, map(_STOPPED, progress)), np.float64, count)
             self._record(
                 unit_columns, unit_gpus, None, job_ids, exec_s, stopped, worker_types,
-                lambda: list(map(_UNIT, planned)),
+                lambda: list(map(ASSIGNED_UNIT, planned)),
             )  # fmt: skip
             return
-        members = list(map(_MEMBERS, map(_UNIT, planned)))
+        members = list(map(_MEMBERS, map(ASSIGNED_UNIT, planned)))
         jobs = [job for unit_members in members for job in unit_members]
         stopped = np.array(
             [
