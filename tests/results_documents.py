@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from shock.core.results import RunResult
+
 WORKER_TYPES = ["k80", "p100", "v100"]
 CAPACITY = [4, 2, 2]
 
@@ -86,3 +88,15 @@ def make_document(
 def write_document(path: Path, document: dict[str, object]) -> Path:
     path.write_text(json.dumps(document))
     return path
+
+
+def comparable(result: RunResult) -> dict[str, object]:
+    """A run's document without what depends on the machine (wall and solver seconds)."""
+    document = result.to_document()
+    metrics = dict(document["metrics"])  # type: ignore[call-overload]
+    del metrics["wall_s"], metrics["solver_seconds"]
+    document["metrics"] = metrics
+    timeline = document["timeline"]
+    assert isinstance(timeline, dict)
+    timeline["rounds"].pop("solve_s")
+    return document

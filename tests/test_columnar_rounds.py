@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from results_documents import comparable
 
 from shock.core.engine import Engine
 from shock.core.errors import ShockError
@@ -105,17 +106,6 @@ def _same_state(one: Engine, other: Engine) -> None:
     assert one.busy_gpu_seconds == other.busy_gpu_seconds
 
 
-def _comparable(result: RunResult) -> dict[str, object]:
-    document = result.to_document()
-    metrics = dict(document["metrics"])  # type: ignore[call-overload]
-    del metrics["wall_s"], metrics["solver_seconds"]
-    document["metrics"] = metrics
-    timeline = document["timeline"]
-    assert isinstance(timeline, dict)
-    timeline["rounds"].pop("solve_s")
-    return document
-
-
 RUNS = {
     "gavel preset, gangs": (
         True,
@@ -159,7 +149,7 @@ def test_many_short_jobs_sum_their_time_in_plan_order() -> None:
     by_columns, engine = _run(trace, columns, dict(options))
     by_units, units_engine = _run(trace, UnitsOnly(), dict(options))
     assert columns.column_rounds == by_columns.metrics.rounds
-    assert _comparable(by_columns) == _comparable(by_units)
+    assert comparable(by_columns) == comparable(by_units)
     _same_state(engine, units_engine)
 
 
@@ -173,7 +163,7 @@ def test_columns_and_units_make_the_same_run(name: str) -> None:
     assert isinstance(columns, ColumnarExecutor)
     # Every round ran as columns (none of these runs has pairs, grants or adaptation).
     assert columns.column_rounds == by_columns.metrics.rounds > 100
-    assert _comparable(by_columns) == _comparable(by_units)
+    assert comparable(by_columns) == comparable(by_units)
     _same_state(engine, units_engine)
 
 
@@ -184,7 +174,7 @@ def test_rounds_with_pairs_are_planned_as_units() -> None:
     by_columns, engine = _run(trace, columns, options)
     by_units, units_engine = _run(trace, UnitsOnly(), options)
     assert columns.column_rounds < by_columns.metrics.rounds
-    assert _comparable(by_columns) == _comparable(by_units)
+    assert comparable(by_columns) == comparable(by_units)
     _same_state(engine, units_engine)
 
 
@@ -210,5 +200,5 @@ def test_synergy_rounds_with_grants_go_as_columns(placement: str) -> None:
     by_units, units_engine = _run(trace, UnitsOnly(), dict(options))
     assert columns.column_rounds == by_columns.metrics.rounds > 50
     assert columns.grants_seen > 0
-    assert _comparable(by_columns) == _comparable(by_units)
+    assert comparable(by_columns) == comparable(by_units)
     _same_state(engine, units_engine)

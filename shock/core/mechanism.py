@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, cast
 
 import numpy as np
 
+from shock.core.allocation_ahead import AllocationAhead, PredictedJobs, gone_by_round
 from shock.core.allocation_check import (
     allocate_checked,
     check_resource_placement,
@@ -249,6 +250,7 @@ class Assignment(NamedTuple):
 # Builds a named tuple without its Python-level __new__ (several per unit per round).
 _new_tuple = tuple.__new__
 _unit_key = attrgetter("key")
+_unit_slot = attrgetter("slot")
 # An assignment's fields, read by C-level getters in passes over a whole round (here, in the
 # engine and in the timeline).
 ASSIGNED_UNIT = itemgetter(0)
@@ -389,6 +391,10 @@ class Mechanism:
         # Units of `previous_round` that left since (they were all here when it was set).
         self._left_since_last_round: set[UnitKey] = set()
         self.stats = MechanismStats()
+        # Computes the next allocation ahead, in a second process (set by the engine, for a
+        # stateless policy in a simulation; see allocation_ahead.py).
+        self.ahead: AllocationAhead | None = None
+        self._allocation_predicted_at = 0.0  # when the last prediction expects it
 
     # Jobs entering and leaving.
 
@@ -613,7 +619,11 @@ class Mechanism:
             return False
         self._reset_time_so_far(now)
         started = time.perf_counter()
-        self.allocation = allocate_checked(self.policy, self._policy_input(now), self.solver)
+        problem = self._policy_input(now)
+        allocation = None if self.ahead is None else self.ahead.take(problem)
+        if allocation is None:
+            allocation = allocate_checked(self.policy, problem, self.solver)
+        self.allocation = allocation
         self.stats.solver_seconds += time.perf_counter() - started
         self.stats.allocations += 1
         self.install_allocation(self.allocation)
@@ -786,7 +796,7 @@ class Mechanism:
     # One round.
 
     def plan_round(self, now: float) -> list[Assignment]:
-        self.maybe_reallocate(
+        allocated = self.maybe_reallocate(
             now, self.policy.reallocate_every_round or self.config.reallocate_every_round
         )
         order = list(self._type_order)
@@ -798,9 +808,82 @@ class Mechanism:
             chosen = self._select_by_priority(order)
         else:
             chosen = self._select_by_time_owed(order, now)
+        if self.ahead is not None and not self.pairs and self.ahead.predicting:
+            self._allocate_ahead(now, chosen, allocated)
         assignments = self._place(order, chosen)
         self._count_leases(assignments)
         return assignments
+
+    def _allocate_ahead(self, now: float, chosen: dict[int, list[Unit]], allocated: bool) -> None:
+        """Hand the look-ahead the input of the next allocation as it will most likely be:
+        right after an allocation, and again if it did not come when predicted."""
+        if not allocated and now < self._allocation_predicted_at:
+            return
+        ahead = self.ahead
+        assert ahead is not None
+        config = self.config
+        length = config.round_length_s
+        every_round = self.policy.reallocate_every_round or config.reallocate_every_round
+        # The first round start (`first` rounds from now) at which an allocation may come.
+        first, start = 1, now + length
+        while not every_round and start - self.last_reset_s < config.min_allocation_interval_s:
+            first, start = first + 1, start + length
+        counters = self.counters
+        slots = self._jobs_by_id()[0]
+        rates = counters.rates
+        # Steps each job makes in this round (its worker type is chosen) and, after it, in an
+        # average round of its allocation.
+        this_round = np.zeros(len(counters.owner))
+        for column, units in chosen.items():
+            if units:
+                picked = np.fromiter(map(_unit_slot, units), np.intp, len(units))
+                this_round[picked] = rates[picked, column]
+        steps_left = counters.total_steps[slots] - counters.steps_done[slots]
+        gone_at = gone_by_round(
+            steps_left,
+            this_round[slots] * length,
+            np.einsum("jw,jw->j", counters.shares[slots], rates[slots]) * length,
+        )
+        arrivals = ahead.arrivals
+        target = first
+        if not (self.need_allocation or every_round):
+            # Nothing changed yet: the allocation comes when a job arrives or leaves.
+            next_arrival = arrivals.next_time() - now
+            soonest = min(
+                float(gone_at.min(initial=np.inf)),
+                max(1.0, np.ceil(next_arrival / length)) if next_arrival < np.inf else np.inf,
+            )
+            if soonest == np.inf:
+                self._allocation_predicted_at = np.inf
+                return
+            target = max(first, int(soonest))
+        self._allocation_predicted_at = now + target * length
+        staying = slots[gone_at > target]
+        arriving = arrivals.until(now + target * length)
+        job_ids = counters.job_id[staying]
+        gpus, weights = counters.gpus[staying], counters.weight[staying]
+        throughputs = rates[staying]
+        if arriving:
+            job_ids = np.concatenate([job_ids, [job.job_id for job in arriving]])
+            by_id = np.argsort(job_ids, kind="stable")
+            job_ids = job_ids[by_id]
+            gpus = np.concatenate([gpus, [job.scale_factor for job in arriving]])[by_id]
+            weights = np.concatenate([weights, [job.priority_weight for job in arriving]])[by_id]
+            throughputs = np.concatenate([throughputs, [self._rates(j) for j in arriving]])[by_id]
+        ahead.submit(
+            PredictedJobs(
+                tuple(job_ids.tolist()),
+                gpus,
+                weights,
+                throughputs,
+                now=now + target * length,
+                worker_types=self.worker_types,
+                capacity=self.capacity,
+                prices=self.prices,
+                round_length_s=length,
+                entity_weights=self.entity_weights,
+            )
+        )
 
     def _select_by_time_owed(self, order: list[int], now: float) -> dict[int, list[Unit]]:
         """Greedy walk over all (unit, type) pairs by the time each is owed since the last

@@ -53,9 +53,7 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-def generate_trace(
-    options: dict[str, object], throughputs: str | None, destination: Path
-) -> None:
+def generate_trace(options: dict[str, object], throughputs: str | None, destination: Path) -> None:
     """`shock trace generate` with a cell's workload options, written to destination."""
     from shock.core.plugins import default_registry
     from shock.core.throughputs import default_throughputs, load_throughputs
@@ -87,8 +85,9 @@ def _generate_trace(cell: Cell) -> None:
     if cell.generated_trace.exists():
         return
     throughputs = cell.spec.run.get("throughputs")
-    generate_trace(cell.spec.generate, str(throughputs) if throughputs else None,
-                   cell.generated_trace)
+    generate_trace(
+        cell.spec.generate, str(throughputs) if throughputs else None, cell.generated_trace
+    )
 
 
 def write_cell_document(out_dir: Path, key: str, document: dict[str, object]) -> None:
@@ -162,9 +161,7 @@ def run_sweep(
         if document is None:
             pending.append(cell)
         else:
-            by_key[cell.key] = CellOutcome(
-                cell.key, DONE, "", _recorded_wall_s(document), document
-            )
+            by_key[cell.key] = CellOutcome(cell.key, DONE, "", _recorded_wall_s(document), document)
             summary.skipped += 1
             if on_outcome is not None:
                 on_outcome(by_key[cell.key])
@@ -185,7 +182,9 @@ def _run_pending(cells: list[Cell], out_dir: Path, parallel: int) -> Iterable[Ce
     # Spawned workers: no state forked from the parent (plugin registries, solver handles).
     context = multiprocessing.get_context("spawn")
     workers = max(1, min(parallel, len(cells)))
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    # Cells side by side use every core: none computes allocations ahead on another.
+    initializer = _no_allocations_ahead if workers > 1 else None
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=initializer)
     try:
         futures: dict[Future[CellOutcome], Cell] = {
             pool.submit(run_cell, cell, out_dir): cell for cell in cells
@@ -198,6 +197,12 @@ def _run_pending(cells: list[Cell], out_dir: Path, parallel: int) -> Iterable[Ce
     finally:
         # On Ctrl-C the queued cells are dropped, not run: the next sweep resumes them.
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _no_allocations_ahead() -> None:
+    from shock.core import allocation_ahead
+
+    os.environ[allocation_ahead.ENVIRONMENT_SWITCH] = "0"
 
 
 def _option_columns(spec: SweepSpec) -> list[str]:

@@ -1,0 +1,375 @@
+"""The next allocation, computed in a second process while the rounds before it run.
+
+A long simulation spends much of its time in the policy: building its problem, solving it and
+checking the answer, with one core busy and the other idle. Between two allocations the
+mechanism can predict the jobs of the next one: arrivals are known, and the jobs that will
+have left are those close to their end. For a policy that declares itself `stateless`, the
+predicted input goes to a worker process (`allocation_worker.py`) that computes the
+allocation while the main process plays the rounds. When the allocation comes due, the answer
+computed ahead is used only if its input equals the real one in every field the policy (and
+the allocation check) read; otherwise the policy runs on the spot, as always. So results are
+the same with or without it.
+
+A process, not a thread: the policy's Python then runs in parallel too, not only the solver.
+Both sides poll the connection while they expect a message instead of sleeping on it, since
+waking a sleeping process costs about as much as a small solve on a virtual machine. The
+worker starts only once a run has made enough allocations to be worth it, and the run goes on
+synchronously until it is ready (or for good, if it cannot start or dies).
+
+A policy that reads the jobs' views (progress, arrival times) cannot be predicted: a predicted
+input has none, and the first such read turns the look-ahead off for the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
+
+import numpy as np
+
+from shock.core.model import JobSpec
+from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
+from shock.core.solver import SolverSpec
+from shock.core.throughputs import ThroughputTable
+
+_log = logging.getLogger(__name__)
+
+# Allocations a run makes before the worker starts: shorter runs never pay for a process.
+START_AFTER_ALLOCATIONS = 64
+# Set to "0" to turn the look-ahead off in this process (a sweep's parallel cells do: each
+# core runs a cell already).
+ENVIRONMENT_SWITCH = "SHOCK_ALLOCATE_AHEAD"
+# Misses in a row after which the look-ahead stops for the run (its predictions do not match
+# what this policy reads).
+_MISSES_BEFORE_GIVING_UP = 16
+# How long the main process polls for an answer before it sleeps on the connection.
+_SPIN_S = 0.005
+# The longest it waits for an answer the worker is computing (it would take as long here).
+_ANSWER_TIMEOUT_S = 600.0
+
+
+def wanted() -> bool:
+    """Whether this process may use a worker: a second CPU, and not switched off."""
+    if os.environ.get(ENVIRONMENT_SWITCH, "1") == "0":
+        return False
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return cpus > 1
+
+
+class Arrivals(Protocol):
+    """The jobs known to arrive that are not admitted yet."""
+
+    def next_time(self) -> float:
+        """When the next one arrives (infinity: none is known)."""
+        ...
+
+    def until(self, time_s: float) -> Sequence[JobSpec]:
+        """Those that arrive by `time_s`, in arrival order."""
+        ...
+
+
+def gone_by_round(
+    steps_left: np.ndarray, this_round: np.ndarray, per_round: np.ndarray
+) -> np.ndarray:
+    """For each job, the round start (counted from now: 1 is the next one) by which it will
+    have finished, if it makes `this_round` steps in this round and `per_round` in each round
+    after (infinity: never)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        later = 1.0 + np.ceil((steps_left - this_round) / per_round)
+    later[np.isnan(later)] = np.inf
+    return np.where(steps_left <= this_round, 1.0, later)
+
+
+class NoJobViews(Exception):
+    """A predicted input has no job views; a policy that reads them cannot be predicted."""
+
+
+def _no_job_views() -> tuple[PolicyJob, ...]:
+    raise NoJobViews
+
+
+class PredictedInput(PolicyInput):
+    """A policy input for a predicted set of jobs, that records the fields a policy reads
+    (it has no job views)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name[0] != "_" and name != "fields_read":
+            reads = object.__getattribute__(self, "__dict__").setdefault("_reads", set())
+            reads.add(name)
+        return object.__getattribute__(self, name)
+
+    def fields_read(self) -> frozenset[str]:
+        return frozenset(object.__getattribute__(self, "__dict__").get("_reads", ()))
+
+    def field(self, name: str) -> Any:
+        """A field's value, not recorded as read."""
+        return object.__getattribute__(self, name)
+
+
+@dataclass(frozen=True, slots=True)
+class PredictedJobs:
+    """What a predicted input holds besides the run's fixed table: sent to the worker."""
+
+    job_ids: tuple[int, ...]
+    scale_factors: np.ndarray
+    priority_weights: np.ndarray
+    throughputs: np.ndarray
+    now: float
+    worker_types: tuple[str, ...]
+    capacity: np.ndarray
+    prices: np.ndarray | None
+    round_length_s: float | None
+    entity_weights: Mapping[str, float] | None
+
+    def input(self, table: ThroughputTable) -> PredictedInput:
+        problem = PredictedInput.of_job_columns(
+            _no_job_views,
+            self.job_ids,
+            self.scale_factors,
+            self.priority_weights,
+            now=self.now,
+            worker_types=self.worker_types,
+            capacity=self.capacity,
+            throughputs=self.throughputs,
+            table=table,
+            prices=self.prices,
+            round_length_s=self.round_length_s,
+            entity_weights=self.entity_weights,
+        )
+        assert isinstance(problem, PredictedInput)
+        return problem
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSetup:
+    """What the worker keeps for the whole run."""
+
+    policy: Policy
+    solver: SolverSpec
+    table: ThroughputTable
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The worker's answer to request `seq`: the allocation and the fields read, or why not."""
+
+    seq: int
+    allocation: Allocation | None
+    fields_read: frozenset[str] = frozenset()
+    needs_job_views: bool = False
+
+
+def same_value(real: Any, predicted: Any) -> bool:
+    """Whether a field of the real input equals the predicted one exactly (arrays: same
+    dtype, shape and elements)."""
+    if real is predicted:
+        return True
+    if isinstance(real, np.ndarray) or isinstance(predicted, np.ndarray):
+        return (
+            isinstance(real, np.ndarray)
+            and isinstance(predicted, np.ndarray)
+            and real.dtype == predicted.dtype
+            and real.shape == predicted.shape
+            and bool(np.array_equal(real, predicted))
+        )
+    return type(real) is type(predicted) and bool(real == predicted)
+
+
+@dataclass(slots=True)
+class AheadStats:
+    submitted: int = 0
+    used: int = 0  # allocations answered by a computation made ahead
+    missed: int = 0  # allocations computed on the spot while the worker was running
+
+
+@dataclass(slots=True)
+class _Pending:
+    seq: int
+    jobs: PredictedJobs
+    problem: PredictedInput  # the same, as the worker sees it (for the comparison)
+
+
+@dataclass
+class AllocationAhead:
+    """One run's look-ahead: predicted inputs in, allocations out when they match."""
+
+    policy: Policy
+    solver: SolverSpec
+    table: ThroughputTable
+    arrivals: Arrivals
+    start_after: int = field(default_factory=lambda: START_AFTER_ALLOCATIONS)
+    stats: AheadStats = field(default_factory=AheadStats)
+    active: bool = True
+    _allocations: int = 0
+    _process: subprocess.Popen[bytes] | None = None
+    _connection: Connection | None = None
+    _ready: bool = False
+    _seq: int = 0
+    _pending: _Pending | None = None
+    _misses_in_a_row: int = 0
+
+    @property
+    def predicting(self) -> bool:
+        """Whether predictions are wanted now (the worker is ready for them)."""
+        return self.active and self._ready_now()
+
+    def submit(self, jobs: PredictedJobs) -> None:
+        """Have the worker compute the allocation of `jobs` (unless it has them already)."""
+        if not self.predicting:
+            return
+        pending = self._pending
+        if pending is not None and pending.jobs.job_ids == jobs.job_ids:
+            return
+        self._seq += 1
+        try:
+            self._send(self._seq, jobs)
+        except OSError as error:
+            self._give_up(f"the worker is gone ({error})")
+            return
+        self._pending = _Pending(self._seq, jobs, jobs.input(self.table))
+        self.stats.submitted += 1
+
+    def take(self, problem: PolicyInput) -> Allocation | None:
+        """The allocation of `problem` if the one computed ahead answers it exactly; None (the
+        caller runs the policy) otherwise."""
+        self._allocations += 1
+        if self._process is None and self.active and self._allocations >= self.start_after:
+            self._start()
+        pending, self._pending = self._pending, None
+        if pending is None or pending.jobs.job_ids != problem.job_ids:
+            self._missed(pending is not None)
+            return None
+        answer = self._answer(pending.seq)
+        allocation = None if answer is None else answer.allocation
+        if answer is not None and allocation is not None:
+            predicted = pending.problem
+            for name in answer.fields_read:
+                if not same_value(getattr(problem, name), predicted.field(name)):
+                    allocation = None
+                    break
+        if allocation is None:
+            self._missed(True)
+            return None
+        self.stats.used += 1
+        self._misses_in_a_row = 0
+        return allocation
+
+    def close(self) -> None:
+        """Stop the worker (it also stops by itself when this process goes away)."""
+        connection, process = self._connection, self._process
+        self._connection = self._process = None
+        self.active = False
+        if connection is not None:
+            with contextlib.suppress(OSError):
+                connection.send_bytes(pickle.dumps(None))
+            connection.close()
+        if process is not None:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self.stats.submitted:
+            _log.debug("allocations ahead: %s", self.stats)
+
+    # The worker.
+
+    def _start(self) -> None:
+        try:
+            setup = pickle.dumps(
+                WorkerSetup(self.policy, replace(self.solver, plugin=None), self.table)
+            )
+        except (pickle.PicklingError, TypeError, AttributeError) as error:
+            self._give_up(f"the policy cannot be sent to a worker ({error})")
+            return
+        ours, theirs = socket.socketpair()
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "shock.core.allocation_worker", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                # Its own session: a Ctrl-C in the terminal reaches this process, which
+                # stops it; the worker never prints a traceback of its own.
+                start_new_session=True,
+            )
+        except OSError as error:
+            ours.close()
+            self._give_up(f"no worker process ({error})")
+            return
+        finally:
+            theirs.close()
+        self._connection = Connection(os.dup(ours.fileno()))
+        ours.close()
+        self._connection.send_bytes(setup)
+
+    def _ready_now(self) -> bool:
+        if self._ready:
+            return True
+        connection = self._connection
+        if connection is None:
+            return False
+        try:
+            if connection.poll(0):
+                self._ready = pickle.loads(connection.recv_bytes()) == "ready"
+        except (OSError, EOFError) as error:
+            self._give_up(f"the worker did not start ({error})")
+        return self._ready
+
+    def _send(self, seq: int, jobs: PredictedJobs) -> None:
+        assert self._connection is not None
+        self._connection.send_bytes(pickle.dumps((seq, jobs), pickle.HIGHEST_PROTOCOL))
+
+    def _answer(self, seq: int) -> Answer | None:
+        """The worker's answer to `seq` (older answers are dropped), waiting for it."""
+        connection = self._connection
+        if connection is None:
+            return None
+        started = time.perf_counter()
+        try:
+            while True:
+                waited = time.perf_counter() - started
+                if waited < _SPIN_S:
+                    arrived = connection.poll(0)
+                else:
+                    arrived = connection.poll(min(1.0, _ANSWER_TIMEOUT_S - waited))
+                    if not arrived and waited >= _ANSWER_TIMEOUT_S:
+                        self._give_up("the worker did not answer in time")
+                        return None
+                if not arrived:
+                    continue
+                answer = pickle.loads(connection.recv_bytes())
+                if not isinstance(answer, Answer) or answer.seq < seq:
+                    continue
+                if answer.needs_job_views:
+                    self._give_up("the policy reads the jobs' views")
+                return answer
+        except (OSError, EOFError) as error:
+            self._give_up(f"the worker is gone ({error})")
+            return None
+
+    def _missed(self, counted: bool) -> None:
+        if not (counted and self.active):
+            return
+        self.stats.missed += 1
+        self._misses_in_a_row += 1
+        if self._misses_in_a_row >= _MISSES_BEFORE_GIVING_UP:
+            self._give_up(f"{self._misses_in_a_row} predictions in a row missed")
+
+    def _give_up(self, why: str) -> None:
+        if self.active:
+            _log.debug("allocations ahead stop: %s", why)
+        self.active = False
+        self._pending = None

@@ -1,0 +1,72 @@
+"""The worker process of `allocation_ahead`: computes allocations of predicted inputs.
+
+Started as `python -m shock.core.allocation_worker FD` with one end of a socket pair: it
+reads its `WorkerSetup`, says "ready", then answers each request `(seq, PredictedJobs)` with
+an `Answer`, always the newest request it has (older ones are obsolete). It stops on `None`
+or when the connection closes (the run's process went away).
+"""
+
+from __future__ import annotations
+
+import pickle
+import signal
+import sys
+import time
+from multiprocessing.connection import Connection
+
+from shock.core.allocation_ahead import Answer, NoJobViews, PredictedJobs, WorkerSetup
+from shock.core.allocation_check import allocate_checked
+
+# How long the worker polls for the next request before it sleeps on the connection (waking
+# a sleeping process costs about as much as a small solve on a virtual machine).
+_SPIN_S = 0.05
+
+
+def answer(setup: WorkerSetup, seq: int, jobs: PredictedJobs) -> Answer:
+    problem = jobs.input(setup.table)
+    try:
+        allocation = allocate_checked(setup.policy, problem, setup.solver)
+    except NoJobViews:
+        return Answer(seq, None, needs_job_views=True)
+    except Exception:  # the run's own call, on the spot, reports it
+        return Answer(seq, None)
+    return Answer(seq, allocation, problem.fields_read())
+
+
+def send(connection: Connection, message: object) -> None:
+    connection.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
+
+
+def serve(connection: Connection) -> None:
+    setup = pickle.loads(connection.recv_bytes())
+    assert isinstance(setup, WorkerSetup)
+    send(connection, "ready")
+    idle_since = time.perf_counter()
+    while True:
+        if not connection.poll(0):
+            if time.perf_counter() - idle_since < _SPIN_S:
+                continue
+            connection.poll(None)
+        request = pickle.loads(connection.recv_bytes())
+        while request is not None and connection.poll(0):
+            request = pickle.loads(connection.recv_bytes())  # a newer prediction replaces it
+        if request is None:
+            return
+        seq, jobs = request
+        send(connection, answer(setup, seq, jobs))
+        idle_since = time.perf_counter()
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run's process decides when to stop
+    connection = Connection(int(sys.argv[1]))
+    try:
+        serve(connection)
+    except (EOFError, OSError):
+        pass  # the run's process went away
+    finally:
+        connection.close()
+
+
+if __name__ == "__main__":
+    main()

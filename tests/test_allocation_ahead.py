@@ -1,0 +1,251 @@
+"""Allocations computed ahead in a worker process: a run makes the same results with them as
+without, they are used only where their input matches the real one, and a run goes on without
+them when the policy cannot be predicted or the worker dies."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shock.core import allocation_ahead
+from shock.core.allocation_ahead import AllocationAhead, PredictedJobs, gone_by_round
+from shock.core.allocation_check import allocate_checked
+from shock.core.engine import Engine
+from shock.core.policy import Allocation, PolicyInput
+from shock.core.results import RunResult
+from shock.core.run import RunRequest
+from shock.core.runner import RunOptions, build_request
+from shock.core.throughputs import default_throughputs
+from shock.core.trace import Trace
+from shock.plugins.backends.simulator import SimulatedExecutor
+from shock.plugins.policies.max_min_fairness import MaxMinFairness
+from shock.traces.generator import WorkloadConfig, generate_jobs
+from results_documents import comparable
+
+needs_two_cpus = pytest.mark.skipif(
+    not allocation_ahead.wanted(), reason="allocations ahead need a second CPU"
+)
+
+
+def _trace(jobs: int, multi_gpu: bool = True) -> Trace:
+    config = WorkloadConfig(num_jobs=jobs, jobs_per_hour=6.0, seed=11, multi_gpu=multi_gpu)
+    return Trace(tuple(generate_jobs(config, default_throughputs())), "generated", "gavel")
+
+
+def _request(trace: Trace, ahead: bool, **options: Any) -> RunRequest:
+    request = build_request(RunOptions(**options), trace=trace)
+    return replace(request, config=replace(request.config, allocate_ahead=ahead))
+
+
+def _run(request: RunRequest) -> tuple[RunResult, Engine]:
+    engine = Engine(request, SimulatedExecutor(), "simulator")
+    return engine.run(), engine
+
+
+@pytest.fixture
+def ahead_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker starts at a run's first allocation (runs in tests are short)."""
+    monkeypatch.setattr(allocation_ahead, "START_AFTER_ALLOCATIONS", 1)
+    monkeypatch.delenv(allocation_ahead.ENVIRONMENT_SWITCH, raising=False)
+
+
+class ReadsJobViews(MaxMinFairness):
+    """Max-min fairness that also looks at the jobs' views (so it cannot be predicted)."""
+
+    def allocate(self, problem: PolicyInput, solver: Any) -> Allocation:
+        assert all(job.steps_done >= 0 for job in problem.jobs)
+        return super().allocate(problem, solver)
+
+
+RUNS = {
+    "gavel preset, gangs": {"policy": "max_min_fairness_perf", "preset": "gavel"},
+    "every change re-allocates": {"policy": "max_min_fairness_perf"},
+    "heterogeneity-agnostic": {"policy": "max_min_fairness", "preset": "gavel"},
+    "restart overhead": {"policy": "max_min_fairness_perf", "preemption_overhead_s": 30.0},
+}
+
+
+@needs_two_cpus
+@pytest.mark.usefixtures("ahead_at_once")
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_run_is_the_same_with_allocations_ahead(name: str) -> None:
+    trace = _trace(150)
+    options = {"cluster": "8:8:8", **RUNS[name]}
+    with_ahead, engine = _run(_request(trace, True, **options))
+    without, plain = _run(_request(trace, False, **options))
+    assert comparable(with_ahead) == comparable(without)
+    assert plain.ahead is None
+    assert engine.ahead is not None
+    stats = engine.ahead.stats
+    # Most allocations came from the worker (the first, before it was ready, did not).
+    assert stats.used > with_ahead.metrics.allocations / 2
+    assert stats.used + stats.missed <= with_ahead.metrics.allocations
+    assert engine.ahead._process is None  # stopped with the run
+
+
+@needs_two_cpus
+@pytest.mark.usefixtures("ahead_at_once")
+def test_a_policy_that_reads_job_views_is_not_predicted() -> None:
+    trace = _trace(60)
+    policy = ReadsJobViews(heterogeneity_aware=True)
+    policy.stateless = True  # wrongly, or it would never be tried
+    requests = [
+        replace(_request(trace, ahead, cluster="8:8:8"), policy=policy) for ahead in (True, False)
+    ]
+    (with_ahead, engine), (without, _) = (_run(request) for request in requests)
+    assert comparable(with_ahead) == comparable(without)
+    assert engine.ahead is not None
+    assert not engine.ahead.active
+    assert engine.ahead.stats.used == 0
+
+
+@needs_two_cpus
+@pytest.mark.usefixtures("ahead_at_once")
+def test_a_run_goes_on_when_the_worker_dies() -> None:
+    trace = _trace(150)
+    killed: list[int] = []
+    take = AllocationAhead.take
+
+    def take_then_kill(self: AllocationAhead, problem: PolicyInput) -> Allocation | None:
+        allocation = take(self, problem)
+        if self.stats.used == 5 and self._process is not None and not killed:
+            self._process.kill()
+            self._process.wait()
+            killed.append(self._process.pid)
+        return allocation
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(AllocationAhead, "take", take_then_kill)
+        with_ahead, engine = _run(_request(trace, True, cluster="8:8:8"))
+    without, _ = _run(_request(trace, False, cluster="8:8:8"))
+    assert killed
+    assert comparable(with_ahead) == comparable(without)
+    assert engine.ahead is not None
+    assert not engine.ahead.active
+    assert engine.ahead.stats.used == 5
+
+
+def _input(jobs: PredictedJobs, table: Any) -> PolicyInput:
+    """The real input the mechanism would build for these jobs."""
+    return PolicyInput.of_job_columns(
+        lambda: (),
+        jobs.job_ids,
+        jobs.scale_factors.copy(),
+        jobs.priority_weights.copy(),
+        now=jobs.now,
+        worker_types=jobs.worker_types,
+        capacity=jobs.capacity.copy(),
+        throughputs=jobs.throughputs.copy(),
+        table=table,
+        prices=None,
+        round_length_s=jobs.round_length_s,
+        entity_weights=None,
+    )
+
+
+class NoArrivals:
+    def next_time(self) -> float:
+        return float("inf")
+
+    def until(self, time_s: float) -> list[Any]:
+        return []
+
+
+@needs_two_cpus
+def test_an_answer_is_used_only_when_the_fields_read_match() -> None:
+    request = _request(_trace(10), True, cluster="8:8:8")
+    policy = request.policy
+    rng = np.random.default_rng(0)
+    jobs = PredictedJobs(
+        (3, 5, 8, 13),
+        np.array([1.0, 2.0, 1.0, 4.0]),
+        np.ones(4),
+        rng.uniform(0.5, 3.0, (4, 3)),
+        now=720.0,
+        worker_types=("k80", "p100", "v100"),
+        capacity=np.array([4.0, 4.0, 4.0]),
+        prices=None,
+        round_length_s=360.0,
+        entity_weights=None,
+    )
+    expected = allocate_checked(policy, _input(jobs, request.table), request.solver)
+    ahead = AllocationAhead(policy, request.solver, request.table, NoArrivals(), start_after=1)
+    try:
+        assert ahead.take(_input(jobs, request.table)) is None  # nothing predicted yet
+        for _ in range(60_000):  # until the worker says it is ready (it takes ~1 s)
+            if ahead.predicting:
+                break
+            assert ahead.active and ahead._process is not None
+            assert ahead._process.poll() is None
+            time.sleep(0.01)
+        assert ahead.predicting
+        answers: list[Allocation | None] = []
+        for real in (
+            jobs,
+            replace(jobs, now=1080.0),  # max-min fairness does not read the time
+            replace(jobs, capacity=np.array([4.0, 4.0, 2.0])),
+            replace(jobs, throughputs=jobs.throughputs * 1.5),
+            replace(jobs, scale_factors=jobs.scale_factors.astype(np.int64)),
+        ):
+            ahead.submit(jobs)
+            answers.append(ahead.take(_input(real, request.table)))
+    finally:
+        ahead.close()
+    used, time_not_read, *changed = answers
+    assert used is not None and time_not_read is not None
+    for allocation in (used, time_not_read):
+        assert allocation.keys == expected.keys
+        assert np.array_equal(allocation.fractions, expected.fractions)
+        assert allocation.objective == expected.objective
+    assert changed == [None, None, None]
+    assert ahead.stats.used == 2
+    assert ahead._process is None
+
+
+def test_the_environment_switch_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(allocation_ahead.ENVIRONMENT_SWITCH, "0")
+    assert not allocation_ahead.wanted()
+    _, engine = _run(_request(_trace(5), True, cluster="8:8:8"))
+    assert engine.ahead is None
+
+
+def test_a_sweep_of_parallel_cells_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shock.sweep.runner import _no_allocations_ahead
+
+    monkeypatch.delenv(allocation_ahead.ENVIRONMENT_SWITCH, raising=False)
+    _no_allocations_ahead()
+    assert os.environ[allocation_ahead.ENVIRONMENT_SWITCH] == "0"
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0.0, 1e6),
+            st.floats(0.0, 1e4),
+            st.one_of(st.just(0.0), st.floats(1e-3, 1e4)),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_rounds_until_jobs_are_gone(jobs: list[tuple[float, float, float]]) -> None:
+    left, this_round, per_round = (np.array(column) for column in zip(*jobs, strict=True))
+    gone = gone_by_round(left, this_round, per_round)
+    for k, (steps, now, later) in enumerate(jobs):
+        if steps <= now:
+            assert gone[k] == 1.0
+        elif later == 0.0:
+            assert gone[k] == np.inf
+        else:
+            # Done within gone - 1 rounds after this one, not within one fewer.
+            rounds = gone[k] - 1
+            assert rounds >= 1
+            assert steps <= now + rounds * later * (1 + 1e-12)
+            assert steps > now + (rounds - 1) * later * (1 - 1e-12)
