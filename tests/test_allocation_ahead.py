@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from results_documents import comparable
 
 from shock.core import allocation_ahead
 from shock.core.allocation_ahead import AllocationAhead, PredictedJobs, gone_by_round
@@ -27,7 +28,6 @@ from shock.core.trace import Trace
 from shock.plugins.backends.simulator import SimulatedExecutor
 from shock.plugins.policies.max_min_fairness import MaxMinFairness
 from shock.traces.generator import WorkloadConfig, generate_jobs
-from results_documents import comparable
 
 needs_two_cpus = pytest.mark.skipif(
     not allocation_ahead.wanted(), reason="allocations ahead need a second CPU"
@@ -136,7 +136,7 @@ def _input(jobs: PredictedJobs, table: Any) -> PolicyInput:
     """The real input the mechanism would build for these jobs."""
     return PolicyInput.of_job_columns(
         lambda: (),
-        jobs.job_ids,
+        tuple(jobs.job_ids.tolist()),
         jobs.scale_factors.copy(),
         jobs.priority_weights.copy(),
         now=jobs.now,
@@ -164,7 +164,7 @@ def test_an_answer_is_used_only_when_the_fields_read_match() -> None:
     policy = request.policy
     rng = np.random.default_rng(0)
     jobs = PredictedJobs(
-        (3, 5, 8, 13),
+        np.array([3, 5, 8, 13]),
         np.array([1.0, 2.0, 1.0, 4.0]),
         np.ones(4),
         rng.uniform(0.5, 3.0, (4, 3)),

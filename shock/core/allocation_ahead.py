@@ -87,10 +87,13 @@ def gone_by_round(
     """For each job, the round start (counted from now: 1 is the next one) by which it will
     have finished, if it makes `this_round` steps in this round and `per_round` in each round
     after (infinity: never)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        later = 1.0 + np.ceil((steps_left - this_round) / per_round)
-    later[np.isnan(later)] = np.inf
-    return np.where(steps_left <= this_round, 1.0, later)
+    remaining = steps_left - this_round
+    gone = np.full(len(remaining), np.inf)
+    np.divide(remaining, per_round, out=gone, where=per_round > 0)
+    np.ceil(gone, out=gone)
+    gone += 1.0
+    gone[remaining <= 0] = 1.0
+    return gone
 
 
 class NoJobViews(Exception):
@@ -101,12 +104,15 @@ def _no_job_views() -> tuple[PolicyJob, ...]:
     raise NoJobViews
 
 
+_OWN_METHODS = frozenset({"fields_read", "field"})
+
+
 class PredictedInput(PolicyInput):
     """A policy input for a predicted set of jobs, that records the fields a policy reads
     (it has no job views)."""
 
     def __getattribute__(self, name: str) -> Any:
-        if name[0] != "_" and name != "fields_read":
+        if name[0] != "_" and name not in _OWN_METHODS:
             reads = object.__getattribute__(self, "__dict__").setdefault("_reads", set())
             reads.add(name)
         return object.__getattribute__(self, name)
@@ -123,7 +129,7 @@ class PredictedInput(PolicyInput):
 class PredictedJobs:
     """What a predicted input holds besides the run's fixed table: sent to the worker."""
 
-    job_ids: tuple[int, ...]
+    job_ids: np.ndarray  # by id
     scale_factors: np.ndarray
     priority_weights: np.ndarray
     throughputs: np.ndarray
@@ -134,10 +140,19 @@ class PredictedJobs:
     round_length_s: float | None
     entity_weights: Mapping[str, float] | None
 
+    def value(self, name: str, table: ThroughputTable, ids: tuple[int, ...]) -> Any:
+        """The predicted input's field `name` (`ids`: the job ids as a tuple), without
+        building it; `_MISSING` for a name it has no value for."""
+        if name == "job_ids":
+            return ids
+        if name == "table":
+            return table
+        return getattr(self, name, _MISSING) if name in _SENT else _MISSING
+
     def input(self, table: ThroughputTable) -> PredictedInput:
         problem = PredictedInput.of_job_columns(
             _no_job_views,
-            self.job_ids,
+            tuple(self.job_ids.tolist()),
             self.scale_factors,
             self.priority_weights,
             now=self.now,
@@ -153,6 +168,10 @@ class PredictedJobs:
         return problem
 
 
+_MISSING = object()
+_SENT = frozenset(PredictedJobs.__slots__)
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerSetup:
     """What the worker keeps for the whole run."""
@@ -164,12 +183,43 @@ class WorkerSetup:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """The worker's answer to request `seq`: the allocation and the fields read, or why not."""
+    """The worker's answer to request `seq`: the allocation and the fields read, or why not.
+    The allocation's keys and worker types are left out (None) where they are the request's
+    (they usually are, and a thousand keys cost more to send than the shares)."""
 
     seq: int
-    allocation: Allocation | None
+    fractions: np.ndarray | None
+    objective: float | None = None
+    keys: tuple[Any, ...] | None = None
+    worker_types: tuple[str, ...] | None = None
+    round_order: tuple[Any, ...] | None = None
     fields_read: frozenset[str] = frozenset()
     needs_job_views: bool = False
+
+    @classmethod
+    def of(cls, seq: int, allocation: Allocation, problem: PredictedInput) -> Answer:
+        keys = allocation.keys
+        worker_types = allocation.worker_types
+        return cls(
+            seq,
+            np.asarray(allocation.fractions),
+            allocation.objective,
+            None if keys == problem.field("job_ids") else keys,
+            None if worker_types == problem.field("worker_types") else worker_types,
+            allocation.round_order,
+            problem.fields_read(),
+        )
+
+    def allocation(self, jobs: PredictedJobs, ids: tuple[int, ...]) -> Allocation | None:
+        if self.fractions is None:
+            return None
+        return Allocation(
+            ids if self.keys is None else self.keys,
+            jobs.worker_types if self.worker_types is None else self.worker_types,
+            self.fractions,
+            self.objective,
+            self.round_order,
+        )
 
 
 def same_value(real: Any, predicted: Any) -> bool:
@@ -199,7 +249,7 @@ class AheadStats:
 class _Pending:
     seq: int
     jobs: PredictedJobs
-    problem: PredictedInput  # the same, as the worker sees it (for the comparison)
+    ids: tuple[int, ...]  # its job ids as a tuple, as the input has them
 
 
 @dataclass
@@ -230,8 +280,9 @@ class AllocationAhead:
         """Have the worker compute the allocation of `jobs` (unless it has them already)."""
         if not self.predicting:
             return
+        ids = tuple(jobs.job_ids.tolist())
         pending = self._pending
-        if pending is not None and pending.jobs.job_ids == jobs.job_ids:
+        if pending is not None and pending.ids == ids:
             return
         self._seq += 1
         try:
@@ -239,7 +290,7 @@ class AllocationAhead:
         except OSError as error:
             self._give_up(f"the worker is gone ({error})")
             return
-        self._pending = _Pending(self._seq, jobs, jobs.input(self.table))
+        self._pending = _Pending(self._seq, jobs, ids)
         self.stats.submitted += 1
 
     def take(self, problem: PolicyInput) -> Allocation | None:
@@ -249,15 +300,15 @@ class AllocationAhead:
         if self._process is None and self.active and self._allocations >= self.start_after:
             self._start()
         pending, self._pending = self._pending, None
-        if pending is None or pending.jobs.job_ids != problem.job_ids:
+        if pending is None or pending.ids != problem.job_ids:
             self._missed(pending is not None)
             return None
         answer = self._answer(pending.seq)
-        allocation = None if answer is None else answer.allocation
+        allocation = None if answer is None else answer.allocation(pending.jobs, pending.ids)
         if answer is not None and allocation is not None:
-            predicted = pending.problem
+            jobs, table, ids = pending.jobs, self.table, pending.ids
             for name in answer.fields_read:
-                if not same_value(getattr(problem, name), predicted.field(name)):
+                if not same_value(getattr(problem, name), jobs.value(name, table, ids)):
                     allocation = None
                     break
         if allocation is None:

@@ -19,7 +19,7 @@ from shock.core.allocation_check import allocate_checked
 
 # How long the worker polls for the next request before it sleeps on the connection (waking
 # a sleeping process costs about as much as a small solve on a virtual machine).
-_SPIN_S = 0.05
+_SPIN_S = 0.01
 
 
 def answer(setup: WorkerSetup, seq: int, jobs: PredictedJobs) -> Answer:
@@ -30,7 +30,7 @@ def answer(setup: WorkerSetup, seq: int, jobs: PredictedJobs) -> Answer:
         return Answer(seq, None, needs_job_views=True)
     except Exception:  # the run's own call, on the spot, reports it
         return Answer(seq, None)
-    return Answer(seq, allocation, problem.fields_read())
+    return Answer.of(seq, allocation, problem)
 
 
 def send(connection: Connection, message: object) -> None:

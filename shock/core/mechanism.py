@@ -395,6 +395,10 @@ class Mechanism:
         # stateless policy in a simulation; see allocation_ahead.py).
         self.ahead: AllocationAhead | None = None
         self._allocation_predicted_at = 0.0  # when the last prediction expects it
+        # A round's selection as (slots, worker-type columns, rows taken per column) where the
+        # selection had them as arrays (None: read its units).
+        self._rates_by_kind: dict[tuple[str, int], list[float]] = {}
+        self._chosen_rows: tuple[np.ndarray, list[int], list[list[int]]] | None = None
 
     # Jobs entering and leaving.
 
@@ -420,6 +424,14 @@ class Mechanism:
 
     def _rates(self, job: JobSpec) -> list[float]:
         return [self.table.throughput(job.job_type, job.scale_factor, w) for w in self.worker_types]
+
+    def _predicted_rates(self, job: JobSpec) -> list[float]:
+        """`_rates`, kept per job type and size (predictions ask for the same ones often)."""
+        key = (job.job_type, job.scale_factor)
+        rates = self._rates_by_kind.get(key)
+        if rates is None:
+            rates = self._rates_by_kind[key] = self._rates(job)
+        return rates
 
     def _unconsolidated_rates(self, job: JobSpec, rates: list[float]) -> list[float]:
         return [
@@ -800,6 +812,7 @@ class Mechanism:
             now, self.policy.reallocate_every_round or self.config.reallocate_every_round
         )
         order = list(self._type_order)
+        self._chosen_rows = None
         if not self.policy.heterogeneity_aware:
             self._shuffler.shuffle(order)
         if self.allocation.round_order is not None:
@@ -834,15 +847,22 @@ class Mechanism:
         # Steps each job makes in this round (its worker type is chosen) and, after it, in an
         # average round of its allocation.
         this_round = np.zeros(len(counters.owner))
-        for column, units in chosen.items():
-            if units:
-                picked = np.fromiter(map(_unit_slot, units), np.intp, len(units))
+        if self._chosen_rows is not None:  # the selection's rows, as arrays
+            of_rows, columns, taken = self._chosen_rows
+            for column, rows in zip(columns, taken, strict=True):
+                picked = of_rows[rows]
                 this_round[picked] = rates[picked, column]
+        else:
+            for column, units in chosen.items():
+                if units:
+                    picked = np.fromiter(map(_unit_slot, units), np.intp, len(units))
+                    this_round[picked] = rates[picked, column]
         steps_left = counters.total_steps[slots] - counters.steps_done[slots]
+        rows = counters.block[slots]
         gone_at = gone_by_round(
             steps_left,
             this_round[slots] * length,
-            np.einsum("jw,jw->j", counters.shares[slots], rates[slots]) * length,
+            (rows[:, SHARES] * rows[:, RATES]).sum(axis=1) * length,
         )
         arrivals = ahead.arrivals
         target = first
@@ -865,14 +885,18 @@ class Mechanism:
         throughputs = rates[staying]
         if arriving:
             job_ids = np.concatenate([job_ids, [job.job_id for job in arriving]])
-            by_id = np.argsort(job_ids, kind="stable")
-            job_ids = job_ids[by_id]
-            gpus = np.concatenate([gpus, [job.scale_factor for job in arriving]])[by_id]
-            weights = np.concatenate([weights, [job.priority_weight for job in arriving]])[by_id]
-            throughputs = np.concatenate([throughputs, [self._rates(j) for j in arriving]])[by_id]
+            gpus = np.concatenate([gpus, [job.scale_factor for job in arriving]])
+            weights = np.concatenate([weights, [job.priority_weight for job in arriving]])
+            arriving_rates = [self._predicted_rates(job) for job in arriving]
+            throughputs = np.concatenate([throughputs, arriving_rates])
+            if len(job_ids) > 1 and not (job_ids[1:] > job_ids[:-1]).all():
+                # (Usually not: jobs arrive in id order.)
+                by_id = np.argsort(job_ids, kind="stable")
+                job_ids, gpus = job_ids[by_id], gpus[by_id]
+                weights, throughputs = weights[by_id], throughputs[by_id]
         ahead.submit(
             PredictedJobs(
-                tuple(job_ids.tolist()),
+                job_ids,
                 gpus,
                 weights,
                 throughputs,
@@ -913,6 +937,7 @@ class Mechanism:
                 valid, shares_by_type > 0, owed_by_type, shares_by_type, gang_sizes, left
             )
             if first_taken is not None:
+                self._chosen_rows = (slots, order, first_taken)
                 return {
                     column: list(map(row_units.__getitem__, rows_taken))
                     for column, rows_taken in zip(order, first_taken, strict=True)
@@ -944,6 +969,7 @@ class Mechanism:
         if not self.pairs and not few:
             # Jobs alone: a job is taken at most once, whichever of its entries comes first.
             taken = take_jobs_alone(walk, width, gang_sizes, left)
+            self._chosen_rows = (slots, order, taken)
             return {
                 column: list(map(row_units.__getitem__, rows_taken))
                 for column, rows_taken in zip(order, taken, strict=True)
