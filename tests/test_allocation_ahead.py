@@ -53,6 +53,7 @@ def _run(request: RunRequest) -> tuple[RunResult, Engine]:
 def ahead_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker starts at a run's first allocation (runs in tests are short)."""
     monkeypatch.setattr(allocation_ahead, "START_AFTER_ALLOCATIONS", 1)
+    monkeypatch.setattr(allocation_ahead, "START_WITH_JOBS_LEFT", 1)
     monkeypatch.delenv(allocation_ahead.ENVIRONMENT_SWITCH, raising=False)
 
 
@@ -154,6 +155,9 @@ class NoArrivals:
     def next_time(self) -> float:
         return float("inf")
 
+    def jobs_left(self) -> int:
+        return 4
+
     def until(self, time_s: float) -> list[Any]:
         return []
 
@@ -176,7 +180,9 @@ def test_an_answer_is_used_only_when_the_fields_read_match() -> None:
         entity_weights=None,
     )
     expected = allocate_checked(policy, _input(jobs, request.table), request.solver)
-    ahead = AllocationAhead(policy, request.solver, request.table, NoArrivals(), start_after=1)
+    ahead = AllocationAhead(
+        policy, request.solver, request.table, NoArrivals(), start_after=1, start_with_jobs_left=1
+    )
     try:
         assert ahead.take(_input(jobs, request.table)) is None  # nothing predicted yet
         for _ in range(60_000):  # until the worker says it is ready (it takes ~1 s)

@@ -29,6 +29,7 @@ import pickle
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -44,8 +45,11 @@ from shock.core.throughputs import ThroughputTable
 
 _log = logging.getLogger(__name__)
 
-# Allocations a run makes before the worker starts: shorter runs never pay for a process.
+# The worker starts once a run has made this many allocations and still has this many jobs to
+# go (arriving or active): a short run never pays for a process (starting one slows this
+# one down for a moment, and its first answers come late).
 START_AFTER_ALLOCATIONS = 64
+START_WITH_JOBS_LEFT = 256
 # Set to "0" to turn the look-ahead off in this process (a sweep's parallel cells do: each
 # core runs a cell already).
 ENVIRONMENT_SWITCH = "SHOCK_ALLOCATE_AHEAD"
@@ -78,6 +82,10 @@ class Arrivals(Protocol):
 
     def until(self, time_s: float) -> Sequence[JobSpec]:
         """Those that arrive by `time_s`, in arrival order."""
+        ...
+
+    def jobs_left(self) -> int:
+        """The run's jobs still to arrive or to finish."""
         ...
 
 
@@ -261,6 +269,7 @@ class AllocationAhead:
     table: ThroughputTable
     arrivals: Arrivals
     start_after: int = field(default_factory=lambda: START_AFTER_ALLOCATIONS)
+    start_with_jobs_left: int = field(default_factory=lambda: START_WITH_JOBS_LEFT)
     stats: AheadStats = field(default_factory=AheadStats)
     active: bool = True
     _allocations: int = 0
@@ -297,7 +306,12 @@ class AllocationAhead:
         """The allocation of `problem` if the one computed ahead answers it exactly; None (the
         caller runs the policy) otherwise."""
         self._allocations += 1
-        if self._process is None and self.active and self._allocations >= self.start_after:
+        if (
+            self._process is None
+            and self.active
+            and self._allocations >= self.start_after
+            and self.arrivals.jobs_left() >= self.start_with_jobs_left
+        ):
             self._start()
         pending, self._pending = self._pending, None
         if pending is None or pending.ids != problem.job_ids:
@@ -328,11 +342,11 @@ class AllocationAhead:
                 connection.send_bytes(pickle.dumps(None))
             connection.close()
         if process is not None:
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            if not self._ready:
+                process.kill()  # still starting: nothing to wait for
+            # It exits by itself (the stop request, or the connection closed); its exit is
+            # collected on the side, so that the run does not wait for the interpreter's.
+            threading.Thread(target=process.wait, name="shock-ahead-exit", daemon=True).start()
         if self.stats.submitted:
             _log.debug("allocations ahead: %s", self.stats)
 
@@ -340,9 +354,7 @@ class AllocationAhead:
 
     def _start(self) -> None:
         try:
-            setup = pickle.dumps(
-                WorkerSetup(self.policy, replace(self.solver, plugin=None), self.table)
-            )
+            setup = pickle.dumps(WorkerSetup(self.policy, self._sendable_solver(), self.table))
         except (pickle.PicklingError, TypeError, AttributeError) as error:
             self._give_up(f"the policy cannot be sent to a worker ({error})")
             return
@@ -365,6 +377,15 @@ class AllocationAhead:
         self._connection = Connection(os.dup(ours.fileno()))
         ours.close()
         self._connection.send_bytes(setup)
+
+    def _sendable_solver(self) -> SolverSpec:
+        """The solver spec with its plugin, if that pickles (the worker then need not load
+        the plugins to find it)."""
+        try:
+            pickle.dumps(self.solver)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return replace(self.solver, plugin=None)
+        return self.solver
 
     def _ready_now(self) -> bool:
         if self._ready:

@@ -14,8 +14,11 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
+import numpy as np
+
 from shock.core.allocation_ahead import Answer, NoJobViews, PredictedJobs, WorkerSetup
 from shock.core.allocation_check import allocate_checked
+from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
 
 # How long the worker polls for the next request before it sleeps on the connection (waking
 # a sleeping process costs about as much as a small solve on a virtual machine).
@@ -33,6 +36,24 @@ def answer(setup: WorkerSetup, seq: int, jobs: PredictedJobs) -> Answer:
     return Answer.of(seq, allocation, problem)
 
 
+def warm_up(setup: WorkerSetup) -> None:
+    """A run's first solve is slow (imports, the solver's first instance): make one on a
+    one-variable LP before saying ready, so that the first real answer is not late."""
+    if setup.solver.uses_fast_path:
+        one = np.ones(1)
+        lp = MatrixLP(
+            cost=one,
+            col_lower=np.zeros(1),
+            col_upper=one,
+            row_lower=np.full(1, -np.inf),
+            row_upper=one,
+            a_start=np.array([0, 1], dtype=np.int32),
+            a_index=np.zeros(1, dtype=np.int32),
+            a_value=one,
+        )
+        solve_matrix_lp(lp, setup.solver)
+
+
 def send(connection: Connection, message: object) -> None:
     connection.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
 
@@ -40,6 +61,7 @@ def send(connection: Connection, message: object) -> None:
 def serve(connection: Connection) -> None:
     setup = pickle.loads(connection.recv_bytes())
     assert isinstance(setup, WorkerSetup)
+    warm_up(setup)
     send(connection, "ready")
     idle_since = time.perf_counter()
     while True:

@@ -112,6 +112,11 @@ class _Upcoming:
             return engine.jobs[engine.next_arrival].arrival_time
         return float("inf")
 
+    def jobs_left(self) -> int:
+        engine = self.engine
+        active = 0 if engine.mechanism is None else len(engine.mechanism.active)
+        return len(engine.jobs) - engine.next_arrival + active
+
     def until(self, time_s: float) -> list[JobSpec]:
         engine = self.engine
         jobs, index = engine.jobs, engine.next_arrival
