@@ -118,3 +118,4 @@ def query(state_dir: Path, sql: str) -> list[tuple[object, ...]]:
         raise  # a broken query must fail the test, not read as "nothing yet"
     finally:
         db.close()
+

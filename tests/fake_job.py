@@ -161,8 +161,9 @@ def main() -> int:
             ):
                 reason = "lease_expired"
                 break
-            near_end = control.deadline is not None and control.deadline - now <= 0.1 * max(
-                args.lease_s or 0.0, 1.0
+            near_end = (
+                control.deadline is not None
+                and control.deadline - now <= 0.1 * max(args.lease_s or 0.0, 1.0)
             )
             if near_end and not control.requested:
                 control.requested = True

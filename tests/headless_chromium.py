@@ -87,22 +87,14 @@ def open_page(url: str) -> Iterator[PageSession]:
     # Chromium's helper processes may still write to the profile as it is removed.
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         process = subprocess.Popen(
-            [
-                CHROMIUM,
-                *FLAGS,
-                "--remote-debugging-port=0",
-                "--remote-allow-origins=*",
-                f"--user-data-dir={profile}",
-                "about:blank",
-            ],
+            [CHROMIUM, *FLAGS, "--remote-debugging-port=0", "--remote-allow-origins=*",
+             f"--user-data-dir={profile}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         try:
             port = _debugging_port(Path(profile), process)
-            targets = json.loads(
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list").read()
-            )
+            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list").read())
             page = next(t for t in targets if t["type"] == "page")
             socket = websocket.create_connection(
                 page["webSocketDebuggerUrl"], timeout=COMMAND_LIMIT_S, suppress_origin=True
@@ -111,13 +103,8 @@ def open_page(url: str) -> Iterator[PageSession]:
                 session = PageSession(socket)
                 for domain in ("Runtime", "Log", "Network", "Page"):
                     session.call(f"{domain}.enable")
-                session.call(
-                    "Emulation.setDeviceMetricsOverride",
-                    width=1200,
-                    height=900,
-                    deviceScaleFactor=1,
-                    mobile=False,
-                )
+                session.call("Emulation.setDeviceMetricsOverride", width=1200, height=900,
+                             deviceScaleFactor=1, mobile=False)
                 session.call("Page.navigate", url=url)
                 session.wait_for("Page.loadEventFired")
                 yield session
@@ -149,14 +136,8 @@ def screenshot(url: str, output: Path, width: int = 1200, height: int = 2400) ->
     # Chromium's helper processes may still write to the profile as it is removed.
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         subprocess.run(
-            [
-                CHROMIUM,
-                *FLAGS,
-                f"--user-data-dir={profile}",
-                f"--screenshot={output}",
-                f"--window-size={width},{height}",
-                url,
-            ],
+            [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--screenshot={output}",
+             f"--window-size={width},{height}", url],
             check=True,
             capture_output=True,
             timeout=120,

@@ -37,7 +37,6 @@ def test_the_module_says_it_is_the_stable_surface() -> None:
 
 def _shock_imports(tree: ast.AST) -> list[tuple[str, tuple[str, ...]]]:
     """(module, names) of every import of shock or of a module under it."""
-
     def is_shock(module: str) -> bool:
         return module == "shock" or module.startswith("shock.")
 

@@ -160,9 +160,8 @@ def test_a_gns_job_doubles_step_by_step(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_the_profile_rules_stay_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     # The same Accordion job by the profile rules: 16 for the first 30% (13 of 45 epochs).
-    job = JobSpec(
-        0, "ResNet-50 (batch size 16)", steps_per_epoch("ResNet-50", 16) * 45, mode="accordion"
-    )
+    job = JobSpec(0, "ResNet-50 (batch size 16)", steps_per_epoch("ResNet-50", 16) * 45,
+                  mode="accordion")
     changes = run_alone(job, monkeypatch, rules="profile")
     first_epoch_up = changes[0][2] / steps_per_epoch("ResNet-50", 16)
     assert first_epoch_up > 13.5
@@ -212,21 +211,8 @@ def test_the_cli_flag_selects_the_rules_and_rejects_others() -> None:
     path = bundled_trace_path("shockwave_220_multigpu_dynamic.trace")
     good = CliRunner().invoke(
         app,
-        [
-            "run",
-            "--trace",
-            str(path),
-            "--throughputs",
-            WISR,
-            "--cluster",
-            "64:0:0",
-            "--policy",
-            "max_min_fairness",
-            "--preset",
-            "shockwave",
-            "--adaptation-rules",
-            ARTIFACT,
-            "--quiet",
-        ],
+        ["run", "--trace", str(path), "--throughputs", WISR, "--cluster", "64:0:0",
+         "--policy", "max_min_fairness", "--preset", "shockwave",
+         "--adaptation-rules", ARTIFACT, "--quiet"],
     )
     assert good.exit_code == 0, good.output

@@ -81,3 +81,4 @@ def test_each_empty_round_asks_for_an_allocation_and_the_fifth_completes_the_job
         assert finished == ([job] if empty_round == 5 else [])
         assert mechanism.need_allocation
     assert 0 not in mechanism.active
+

@@ -230,15 +230,8 @@ def test_grpc_declares_the_documented_run_options() -> None:
 
 def test_grpc_local_workers_are_the_cluster_and_build_the_runtime(tmp_path: Path) -> None:
     # Keys spelled as fields or as flags.
-    texts = (
-        "local_workers=3",
-        "gpus-per-worker=1",
-        "gpu_type=p100",
-        f"state_dir={tmp_path}",
-        "job_command=python job.py --name 'a b'",
-        "heartbeat=0.5",
-        "checkpoint-every=4",
-    )
+    texts = ("local_workers=3", "gpus-per-worker=1", "gpu_type=p100", f"state_dir={tmp_path}",
+             "job_command=python job.py --name 'a b'", "heartbeat=0.5", "checkpoint-every=4")
     request = build_request(RunOptions(backend="grpc", backend_options=texts))
     assert request.cluster.gpus_per_type == {"p100": 3}
     assert [server.num_gpus for server in request.cluster.servers()] == [1, 1, 1]

@@ -82,11 +82,8 @@ def test_a_two_gpu_job_across_two_workers_trains_as_a_gang_and_resumes(tmp_path:
                 "--heartbeat", "0.5", "--checkpoint-every", "2", "--log-dir",
                 str(tmp_path / name), "--rendezvous-host", "127.0.0.1",
             ], env)  # fmt: skip
-        wait_for(
-            lambda: _resumed_after_preemption(state_dir) is not None,
-            WAIT_S,
-            "job 0 preempted and resumed at its checkpoint",
-        )
+        wait_for(lambda: _resumed_after_preemption(state_dir) is not None, WAIT_S,
+                 "job 0 preempted and resumed at its checkpoint")
     found = _resumed_after_preemption(state_dir)
     assert found is not None
     before, after = found
@@ -98,7 +95,6 @@ def test_a_two_gpu_job_across_two_workers_trains_as_a_gang_and_resumes(tmp_path:
     assert before[0][3] == before[1][3]
     checkpoints = (state_dir / "checkpoints" / "job-0").glob("ckpt-*.pt")
     assert before[0][3] <= max(int(path.stem.split("-")[1]) for path in checkpoints)
-
     # Both ranks trained (each logs its part), and the lead's loss fell across the runs.
     # Which agent registered first (and so is worker-1) is up to them: look in both log dirs.
     def log_of(run: tuple) -> Path:

@@ -109,8 +109,7 @@ def test_malformed_requests_get_error_replies_and_the_service_keeps_serving(
             with pytest.raises(grpc.RpcError) as refused:
                 method(request, metadata=metadata, timeout=5)
             assert refused.value.code() in (
-                grpc.StatusCode.INVALID_ARGUMENT,
-                grpc.StatusCode.FAILED_PRECONDITION,
+                grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION
             )
             assert message in (refused.value.details() or "")
         worker_id = _register(stub).worker_id

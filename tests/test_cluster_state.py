@@ -198,10 +198,7 @@ def test_the_cluster_has_the_cpus_and_memory_workers_offer(tmp_path: Path) -> No
     DrivenWorker(scheduler, cpus=6.0, memory_gb=40.0)
     (server,) = scheduler.start(scheduler.request, scheduler.request.trace.jobs).servers()
     assert (server.worker_type, server.num_gpus, server.cpus, server.memory_gb) == (
-        "v100",
-        1,
-        6.0,
-        40.0,
+        "v100", 1, 6.0, 40.0
     )
     scheduler.journal.close()
     # A worker that does not say (an older agent): GPUs only, the placements' defaults.

@@ -58,11 +58,9 @@ class DevTools:
         found = []
         for event in self.events:
             method, params = event["method"], event.get("params", {})
-            if (
-                method == "Runtime.exceptionThrown"
-                or (method == "Runtime.consoleAPICalled" and params.get("type") == "error")
-                or (method == "Log.entryAdded" and params["entry"]["level"] == "error")
-            ):
+            if method == "Runtime.exceptionThrown" or (
+                method == "Runtime.consoleAPICalled" and params.get("type") == "error"
+            ) or (method == "Log.entryAdded" and params["entry"]["level"] == "error"):
                 found.append(event)
         return found
 

@@ -77,7 +77,9 @@ def dynamic_jobs(count: int) -> list[JobSpec]:
     return [replace(j, total_steps=max(1, j.total_steps // 8)) for j in trace.jobs[:count]]
 
 
-@pytest.mark.parametrize("policy", default_registry().names("policy"))
+@pytest.mark.parametrize(
+    "policy", default_registry().names("policy")
+)
 def test_every_policy_runs_a_dynamic_trace(policy: str) -> None:
     jobs = dynamic_jobs(14)
     table = default_throughputs()

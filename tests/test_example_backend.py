@@ -66,7 +66,9 @@ def test_shock_plugins_lists_the_backend_with_its_package() -> None:
 
 
 @pytest.mark.usefixtures("example_installed")
-def test_zero_noise_is_exactly_the_simulator(simulator_run: dict[str, Any], tmp_path: Path) -> None:
+def test_zero_noise_is_exactly_the_simulator(
+    simulator_run: dict[str, Any], tmp_path: Path
+) -> None:
     noisy = _document(tmp_path, "noisy", "--backend", BACKEND, "--noise", "0")
     assert noisy["backend"] == BACKEND
     assert simulator_run["backend"] == "simulator"
@@ -174,7 +176,9 @@ def test_each_job_runs_within_its_noise_band(noisy: ModuleType) -> None:
 def test_a_jobs_factor_depends_on_job_round_and_seed_only(noisy: ModuleType) -> None:
     def steps_of_job_3(seed: int, round_index: int, others: int) -> float:
         executor = noisy.NoisyExecutor(noisy.NoisyOptions(noise=0.5, noise_seed=seed))
-        units = [_unit(job_id, 3.0, 1e9) for job_id in range(4, 4 + others)] + [_unit(3, 3.0, 1e9)]
+        units = [_unit(job_id, 3.0, 1e9) for job_id in range(4, 4 + others)] + [
+            _unit(3, 3.0, 1e9)
+        ]
         report = executor.run_round(RoundPlan(round_index, 0.0, 1000.0, tuple(units)))
         return float(report.units[-1].steps[0])
 

@@ -132,7 +132,7 @@ def test_throughput_keys_read_as_python_reads_them() -> None:
     for text in (
         "('ResNet-18 (batch size 32)', 1)",
         "('A3C', 8)",
-        '("Model\'s (batch size 4)", 2)',
+        "(\"Model's (batch size 4)\", 2)",
         "('back\\\\slash', 3)",
     ):
         assert parse_job_key(text) == ast.literal_eval(text)

@@ -30,16 +30,9 @@ from shock.results.runs import load_run
 SMALL_RUN = ["run", "--quiet", "--trace", str(bundled_trace_path("small_test.trace"))]
 # Shockwave's bundled dynamic trace: a few hundred rounds, jobs that change their batch size.
 SHOCKWAVE_RUN = [
-    "run",
-    "--quiet",
-    "--preset",
-    "shockwave",
-    "--cluster",
-    "64:0:0",
-    "--trace",
-    str(bundled_trace_path("shockwave_220_multigpu_dynamic.trace")),
-    "--throughputs",
-    str(bundled_trace_path().parents[1] / "shockwave_wisr_throughputs.json"),
+    "run", "--quiet", "--preset", "shockwave", "--cluster", "64:0:0",
+    "--trace", str(bundled_trace_path("shockwave_220_multigpu_dynamic.trace")),
+    "--throughputs", str(bundled_trace_path().parents[1] / "shockwave_wisr_throughputs.json"),
 ]
 SWEEP_SPEC = """
 [base]
@@ -170,7 +163,8 @@ def test_summary_bars_are_the_metric_ratios_to_the_baseline(docs: dict[str, Path
         for container, name in zip(bars, ("fifo", "las"), strict=True):
             heights = [patch.get_height() for patch in container.patches]
             expected = [
-                runs[name].metrics[key] / runs[baseline].metrics[key] for key, _ in SUMMARY_METRICS
+                runs[name].metrics[key] / runs[baseline].metrics[key]
+                for key, _ in SUMMARY_METRICS
             ]
             assert heights == pytest.approx(expected)
             if name == baseline:
@@ -452,7 +446,9 @@ def test_a_worker_type_has_one_colour_across_figures(tmp_path: Path) -> None:
     path = write_document(tmp_path / "m.json", make_document("m", [900.0] * 3, [1.0] * 3, rounds=9))
     utilization = draw_kind("utilization", [path])
     gantt = draw_kind("gantt", [path])
-    line_colours = {line.get_label(): line.get_color() for line in utilization.axes[0].get_lines()}
+    line_colours = {
+        line.get_label(): line.get_color() for line in utilization.axes[0].get_lines()
+    }
     for collection in gantt.axes[0].collections:
         label = str(collection.get_label())
         if label.startswith("on "):

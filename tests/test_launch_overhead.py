@@ -25,7 +25,9 @@ def test_per_job_type_overheads_replace_the_single_one() -> None:
     jobs = [JobSpec(0, LM, steps), JobSpec(1, "ResNet-18 (batch size 32)", 1000)]
     options = {"cluster": "2:0:0", "policy": "max_min_fairness", "overhead_on_first_start": True}
     plain = simulate(jobs, **options)
-    by_type = simulate(jobs, **options, preemption_overhead_s=1.0, overhead_by_job_type={LM: 9.0})
+    by_type = simulate(
+        jobs, **options, preemption_overhead_s=1.0, overhead_by_job_type={LM: 9.0}
+    )
     # Each job has a GPU of its own: LM pays its own 9 s once, ResNet-18 the default 1 s.
     assert by_type.records[0].jct_s == pytest.approx(plain.records[0].jct_s + 9.0, abs=0.1)
     assert by_type.records[1].jct_s == pytest.approx(plain.records[1].jct_s + 1.0, abs=0.1)

@@ -100,14 +100,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 # Two timelines: utilisation, queue, solve time, and one Gantt chart per run with a timeline.
 EXPECTED_KINDS = [
-    "jct-cdf",
-    "rho-cdf",
-    "summary",
-    "utilization",
-    "queue",
-    "solve-time",
-    "gantt",
-    "gantt",
+    "jct-cdf", "rho-cdf", "summary", "utilization", "queue", "solve-time", "gantt", "gantt",
     "jct-vs-load",
 ]
 
@@ -133,14 +126,9 @@ def test_the_page_holds_the_table_and_every_figure_inline(report: Path, inputs: 
     # `shock compare`'s table: a row per metric, a column per run and per sweep group.
     header, *rows = outline.tables[0]
     assert header == [
-        "metric",
-        "fifo (baseline)",
-        "las",
-        "old",
-        "fifo_perf · 1.0",
-        "fifo_perf · 3.0",
-        "max_min_fairness_perf · 1.0",
-        "max_min_fairness_perf · 3.0",
+        "metric", "fifo (baseline)", "las", "old",
+        "fifo_perf · 1.0", "fifo_perf · 3.0",
+        "max_min_fairness_perf · 1.0", "max_min_fairness_perf · 3.0",
     ]
     by_metric = {row[0]: row[1:] for row in rows}
     # Ratios to the first run.

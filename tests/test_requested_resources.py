@@ -31,8 +31,7 @@ SERVER = ServerResources(0, tuple(range(8)), 24.0, 500.0)
 def test_a_request_is_split_per_gpu() -> None:
     assert requested_per_gpu(JobSpec(0, "res18", 10, scale_factor=4, cpus=8.0)) == (2.0, None)
     assert requested_per_gpu(JobSpec(0, "res18", 10, scale_factor=2, memory_gb=50.0)) == (
-        None,
-        25.0,
+        None, 25.0,
     )
     assert requested_per_gpu(JobSpec(0, "res18", 10)) is None
 

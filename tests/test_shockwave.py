@@ -179,12 +179,8 @@ def test_pyomo_path_agrees_with_highs() -> None:
     jobs = tuple(
         PlanJob(j, g, epochs=e, epochs_done=d, epoch_s=s, remaining_s=r, priority=w)
         for j, (g, e, d, s, r, w) in enumerate(
-            [
-                (1, 50, 5, 100.0, 5e3, 1.0),
-                (2, 80, 20, 300.0, 8e4, 3.0),
-                (1, 20, 0, 90.0, 2e3, 1.0),
-                (4, 30, 18, 400.0, 1e4, 1.0),
-            ]
+            [(1, 50, 5, 100.0, 5e3, 1.0), (2, 80, 20, 300.0, 8e4, 3.0),
+             (1, 20, 0, 90.0, 2e3, 1.0), (4, 30, 18, 400.0, 1e4, 1.0)]
         )
     )
     problem = PlanProblem(jobs, 5, 4, 120.0, 1e-4)
@@ -267,14 +263,8 @@ def test_running_calibration_follows_a_job_slower_than_its_profile() -> None:
         job = PolicyJob(0, job_type, 1, 1.0, 0.0, 1563 * 400, 0.0, mode="static")
         for index in range(9):  # the 9th round re-plans, and so re-calibrates
             problem = PolicyInput(
-                120.0 * index,
-                (job,),
-                ("v100",),
-                np.array([1.0]),
-                np.array([[rate]]),
-                table,
-                None,
-                120.0,
+                120.0 * index, (job,), ("v100",), np.array([1.0]), np.array([[rate]]),
+                table, None, 120.0,
             )
             policy.allocate(problem, HIGHS)
             job = replace(job, steps_done=job.steps_done + speed * rate * 120.0)
@@ -363,14 +353,8 @@ def _lone_job_rounds(policy: Shockwave, job: PolicyJob, start: float, rounds: in
     rate = table.throughput(job.job_type, 1, "v100")
     for index in range(rounds):
         problem = PolicyInput(
-            start + 120.0 * index,
-            (job,),
-            ("v100",),
-            np.array([1.0]),
-            np.array([[rate]]),
-            table,
-            None,
-            120.0,
+            start + 120.0 * index, (job,), ("v100",), np.array([1.0]), np.array([[rate]]),
+            table, None, 120.0,
         )
         policy.allocate(problem, HIGHS)
         job = replace(job, steps_done=job.steps_done + rate * 120.0)
@@ -418,17 +402,13 @@ def test_a_starved_job_rises_in_priority_until_it_runs() -> None:
     round_index = 0
     while any(done[j] < total for j, (_, total) in jobs.items()):
         active = [j for j, (_, total) in jobs.items() if done[j] < total]
-        current = tuple(PolicyJob(j, jobs[j][0], 1, 1.0, 0.0, jobs[j][1], done[j]) for j in active)
+        current = tuple(
+            PolicyJob(j, jobs[j][0], 1, 1.0, 0.0, jobs[j][1], done[j]) for j in active
+        )
         throughputs = np.array([[rates[jobs[j][0]]] for j in active])
         problem = PolicyInput(
-            round_index * 120.0,
-            current,
-            ("v100",),
-            np.array([1.0]),
-            throughputs,
-            table,
-            None,
-            120.0,
+            round_index * 120.0, current, ("v100",), np.array([1.0]), throughputs, table,
+            None, 120.0,
         )
         allocation = policy.allocate(problem, HIGHS)
         assert allocation.round_order is not None
@@ -489,15 +469,8 @@ def test_cli_runs_shockwave_with_options(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     common = ["run", "--policy", "shockwave", "--trace", str(trace), "--cluster", "4:0:0"]
     done = run_shock(
-        *common,
-        "--preset",
-        "shockwave",
-        "--policy-option",
-        "num_rounds=4",
-        "--policy-option",
-        "k=1",
-        "--quiet",
-        cwd=tmp_path,
+        *common, "--preset", "shockwave", "--policy-option", "num_rounds=4",
+        "--policy-option", "k=1", "--quiet", cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     assert "jobs measured" in done.stdout and "8" in done.stdout

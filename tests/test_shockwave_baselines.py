@@ -49,9 +49,8 @@ def test_shockwave_preset_sums_raw_steps_and_others_do_not() -> None:
     trace = str(bundled_trace_path("shockwave_120_multigpu_dynamic.trace"))
     for preset, raw in (("shockwave", True), ("default", False), ("gavel", False)):
         request = build_request(
-            RunOptions(
-                policy="max_sum_throughput_perf", preset=preset, trace=trace, cluster="32:0:0"
-            ),
+            RunOptions(policy="max_sum_throughput_perf", preset=preset, trace=trace,
+                       cluster="32:0:0"),
             registry,
         )
         assert request.policy.options.raw_throughput is raw
@@ -89,11 +88,8 @@ def gang_problem(now: float = 0.0, gang_steps: float = 100.0) -> object:
     from test_policies_heuristics import problem
 
     return problem(
-        {"v100": 2},
-        [[1.0], [1.0], [1.0]],
-        scale_factors=[2, 1, 1],
-        steps=[gang_steps, 300.0, 600.0],
-        now=now,
+        {"v100": 2}, [[1.0], [1.0], [1.0]], scale_factors=[2, 1, 1],
+        steps=[gang_steps, 300.0, 600.0], now=now,
     )
 
 
@@ -205,10 +201,7 @@ def test_analytic_centre_of_a_symmetric_box_by_hand() -> None:
         middle = (low + high) / 2
         low, high = (middle, high) if derivative(middle) > 0 else (low, middle)
     centre = analytic_centre(
-        np.array([[0.5], [0.5]]),
-        np.ones((2, 1)),
-        np.array([0.2, 0.2]),
-        np.ones(2),
+        np.array([[0.5], [0.5]]), np.ones((2, 1)), np.array([0.2, 0.2]), np.ones(2),
         np.array([2.0]),
     )
     np.testing.assert_allclose(centre[:, 0], [low, low], atol=1e-7)

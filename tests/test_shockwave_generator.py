@@ -59,13 +59,7 @@ def test_reproduces_shockwaves_own_220_job_trace(tmp_path: Path) -> None:
     config = DynamicWorkloadConfig(num_jobs=220, mean_interarrival_s=25.0, seed=4)
     generated = generate_dynamic_jobs(config, table)
     fields = (
-        "job_type",
-        "command",
-        "scale_factor",
-        "mode",
-        "duration",
-        "total_steps",
-        "arrival_time",
+        "job_type", "command", "scale_factor", "mode", "duration", "total_steps", "arrival_time"
     )
     assert [tuple(getattr(j, f) for f in fields) for j in generated] == [
         tuple(getattr(j, f) for f in fields) for j in bundled.jobs
@@ -78,9 +72,8 @@ def test_reproduces_shockwaves_own_220_job_trace(tmp_path: Path) -> None:
 
 def test_log_spaced_durations_follow_powers_of_one_and_a_half() -> None:
     values = duration_values_h(
-        DynamicWorkloadConfig(
-            1, min_duration_s=3600, max_duration_s=36000, num_durations=5, duration_spacing="log"
-        )
+        DynamicWorkloadConfig(1, min_duration_s=3600, max_duration_s=36000, num_durations=5,
+                              duration_spacing="log")
     )
     assert values[0] == 1.0 and values[-1] == 10.0
     assert list(values) == sorted(values)
@@ -120,5 +113,7 @@ def test_generate_dynamic_command(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert all(line.split("\t")[-1] == "0" for line in by_rate.read_text().splitlines())
-    bad = run_shock("trace", "generate-dynamic", str(out), "--mode-mix", "1,2", cwd=tmp_path)
+    bad = run_shock(
+        "trace", "generate-dynamic", str(out), "--mode-mix", "1,2", cwd=tmp_path
+    )
     assert bad.returncode != 0 and "--mode-mix" in bad.stderr + bad.stdout

@@ -101,11 +101,8 @@ def test_a_cell_equals_a_plain_run_of_the_same_options(
     grid: tuple[Path, Path, str], tmp_path: Path
 ) -> None:
     spec, out, _ = grid
-    row = next(
-        r
-        for r in _rows(out)
-        if r["policy"] == "fifo_perf" and r["rate"] == "2.0" and r["seed"] == "1"
-    )
+    row = next(r for r in _rows(out) if r["policy"] == "fifo_perf" and r["rate"] == "2.0"
+               and r["seed"] == "1")
     # The cell's trace is `shock trace generate --jobs 20 --rate 2 --seed 1`.
     expected_trace = tmp_path / "expected.trace"
     jobs = generate_jobs(
@@ -117,11 +114,8 @@ def test_a_cell_equals_a_plain_run_of_the_same_options(
     assert generated is not None
     assert generated.read_text() == expected_trace.read_text()
 
-    plain = run(
-        RunOptions(
-            policy="fifo_perf", cluster="2:2:2", preset="gavel", seed=1, trace=str(expected_trace)
-        )
-    )
+    plain = run(RunOptions(policy="fifo_perf", cluster="2:2:2", preset="gavel", seed=1,
+                           trace=str(expected_trace)))
     document = json.loads((out / "cells" / f"{row['cell']}.json").read_text())
     expected = {k: v for k, v in asdict(plain.metrics).items() if k not in TIMING}
     assert {k: v for k, v in document["metrics"].items() if k not in TIMING} == expected
@@ -149,16 +143,13 @@ def test_one_or_two_workers_give_the_same_table(
 
 
 def test_a_half_written_document_is_run_again(tmp_path: Path) -> None:
-    spec = _write(
-        tmp_path / "spec.toml",
-        f"""
+    spec = _write(tmp_path / "spec.toml", f"""
 [base]
 cluster = "2:2:2"
-trace = "{bundled_trace_path("small_test.trace")}"
+trace = "{bundled_trace_path('small_test.trace')}"
 [grid]
 policy = ["fifo_perf", "max_min_fairness_perf"]
-""",
-    )
+""")
     out = tmp_path / "out"
     assert _sweep(spec, out, "--parallel", "1")[0] == 0
     first = sorted((out / "cells").glob("*.json"))[0]
@@ -170,16 +161,13 @@ policy = ["fifo_perf", "max_min_fairness_perf"]
 
 
 def test_failed_cells_are_recorded_and_retried(tmp_path: Path) -> None:
-    spec = _write(
-        tmp_path / "spec.toml",
-        f"""
+    spec = _write(tmp_path / "spec.toml", f"""
 [base]
-trace = "{bundled_trace_path("small_test.trace")}"
+trace = "{bundled_trace_path('small_test.trace')}"
 [grid]
 policy = ["fifo_perf", "no_such_policy"]
 cluster = ["2:2:2", "a100=4"]
-""",
-    )
+""")
     out = tmp_path / "out"
     code, output = _sweep(spec, out, "--parallel", "2")
     assert code == 1
@@ -201,17 +189,12 @@ cluster = ["2:2:2", "a100=4"]
 def test_keys_follow_options_trace_content_and_not_the_output_place(tmp_path: Path) -> None:
     trace = tmp_path / "a.trace"
     trace.write_text(bundled_trace_path("small_test.trace").read_text())
-    spec = load_spec(
-        _write(
-            tmp_path / "spec.toml",
-            f"""
+    spec = load_spec(_write(tmp_path / "spec.toml", f"""
 [base]
 trace = "{trace}"
 [grid]
 policy = ["fifo_perf", "fifo_perf", "max_min_fairness_perf"]
-""",
-        )
-    )
+"""))
     keys = [make_cell(c, spec.path, tmp_path / "x").key for c in spec.cells()]
     assert keys[0] == keys[1] != keys[2]
     assert [make_cell(c, spec.path, tmp_path / "y").key for c in spec.cells()] == keys

@@ -91,29 +91,12 @@ def ray_head() -> Iterator[str]:
     port = _free_port()
     temp_dir = tempfile.mkdtemp(prefix="shock-ray-", dir="/tmp")  # short: Ray's socket paths
     command = [
-        sys.executable,
-        "-m",
-        "ray.scripts.scripts",
-        "start",
-        "--head",
-        "--block",
-        "--node-ip-address",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--num-cpus",
-        "2",
-        "--include-dashboard",
-        "false",
-        "--disable-usage-stats",
-        "--temp-dir",
-        temp_dir,
+        sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+        "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
+        "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", temp_dir,
     ]
     head = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
     )
     assert head.stdout is not None
@@ -196,17 +179,16 @@ def test_rerun_on_ray_runs_only_the_missing_cells(
 
 
 @needs_ray
-def test_a_failing_cell_is_recorded_while_the_others_finish(ray_head: str, tmp_path: Path) -> None:
-    spec = _write(
-        tmp_path / "spec.toml",
-        f"""
+def test_a_failing_cell_is_recorded_while_the_others_finish(
+    ray_head: str, tmp_path: Path
+) -> None:
+    spec = _write(tmp_path / "spec.toml", f"""
 [base]
 cluster = "2:2:2"
 trace = "{SMALL_TRACE}"
 [grid]
 policy = ["fifo_perf", "no_such_policy", "max_min_fairness_perf"]
-""",
-    )
+""")
     out = tmp_path / "out"
     code, output = _sweep(spec, out, "--ray", ray_head)
     assert code == 1
@@ -237,19 +219,16 @@ def _dies_in(keys_always: frozenset[str], key_once: str, marker: Path):  # type:
 
 
 @needs_ray
-def test_a_worker_dying_mid_cell_is_retried_then_recorded(ray_head: str, tmp_path: Path) -> None:
-    spec = load_spec(
-        _write(
-            tmp_path / "spec.toml",
-            f"""
+def test_a_worker_dying_mid_cell_is_retried_then_recorded(
+    ray_head: str, tmp_path: Path
+) -> None:
+    spec = load_spec(_write(tmp_path / "spec.toml", f"""
 [base]
 cluster = "2:2:2"
 trace = "{SMALL_TRACE}"
 [grid]
 policy = ["fifo_perf", "max_min_fairness_perf", "fifo"]
-""",
-        )
-    )
+"""))
     out = tmp_path / "out"
     cells = plan_cells(spec, out)
     always, once, healthy = cells
@@ -268,28 +247,16 @@ policy = ["fifo_perf", "max_min_fairness_perf", "fifo"]
 
 
 @needs_ray
-def test_ctrl_c_keeps_the_done_cells_and_a_rerun_resumes(ray_head: str, tmp_path: Path) -> None:
+def test_ctrl_c_keeps_the_done_cells_and_a_rerun_resumes(
+    ray_head: str, tmp_path: Path
+) -> None:
     spec = _write(tmp_path / "spec.toml", GRID_SPEC)
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     sweep = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "shock",
-            "sweep",
-            str(spec),
-            "--out",
-            str(out),
-            "--quiet",
-            "--ray",
-            ray_head,
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", "shock", "sweep", str(spec), "--out", str(out), "--quiet",
+         "--ray", ray_head],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     # Interrupt once the first cell is on disk (waiting for that state, not for time).
     cells = out / "cells"
@@ -310,19 +277,15 @@ def test_ctrl_c_keeps_the_done_cells_and_a_rerun_resumes(ray_head: str, tmp_path
 
 @needs_ray
 def test_local_starts_a_ray_instance_of_its_own(tmp_path: Path) -> None:
-    spec = _write(
-        tmp_path / "spec.toml",
-        f"""
+    spec = _write(tmp_path / "spec.toml", f"""
 [base]
 cluster = "2:2:2"
 trace = "{SMALL_TRACE}"
 [grid]
 policy = ["fifo_perf", "max_min_fairness_perf"]
-""",
-    )
-    result = run_shock(
-        "sweep", str(spec), "--out", "out", "--ray", "local", "--parallel", "2", cwd=tmp_path
-    )
+""")
+    result = run_shock("sweep", str(spec), "--out", "out", "--ray", "local", "--parallel", "2",
+                       cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "2 cells: 2 run, 0 done before, 0 failed" in result.stdout
     assert {row["status"] for row in _rows(tmp_path / "out")} == {"done"}
@@ -337,11 +300,7 @@ def test_without_ray_the_error_names_the_extra(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(fake.parent)}
     result = subprocess.run(
         [sys.executable, "-m", "shock", "sweep", str(spec), "--out", "out", "--ray", "local"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr

@@ -39,9 +39,8 @@ def test_a_recorded_trace_is_detected_and_runs(tmp_path: Path) -> None:
     path = synergy_record(tmp_path / "recorded")
     trace = read_trace(path, default_registry())
     assert trace.format == "synergy-record"
-    assert [
-        (j.job_id, j.job_type, j.arrival_time, j.total_steps, j.scale_factor) for j in trace.jobs
-    ] == [
+    assert [(j.job_id, j.job_type, j.arrival_time, j.total_steps, j.scale_factor)
+            for j in trace.jobs] == [
         (0, "res18", 0.0, 1200, 1),
         (1, "gnmt", 361.0, 800, 2),
         (2, "deepspeech", 1234.5, 300, 4),
@@ -142,8 +141,7 @@ def test_optional_columns_carry_entities_and_requests(tmp_path: Path) -> None:
     assert lines[2] == "1,gnmt,7.5,200,2,,,"
     trace = read_trace(path, registry)
     assert [(j.entity, j.cpus, j.memory_gb) for j in trace.jobs] == [
-        ("vc1", 12.0, 100.5),
-        (None, None, None),
+        ("vc1", 12.0, 100.5), (None, None, None)
     ]
 
 

@@ -63,12 +63,8 @@ def utility(result_bundles: dict[int, int], kept: dict[int, float], truth: Bid) 
 
 
 @SETTINGS
-@given(
-    auctions(),
-    st.lists(
-        st.sampled_from([0.05, 0.2, 0.5, 1.0, 2.0]) | st.floats(0.05, 5.0), min_size=3, max_size=3
-    ),
-)
+@given(auctions(), st.lists(st.sampled_from([0.05, 0.2, 0.5, 1.0, 2.0]) | st.floats(0.05, 5.0),
+                            min_size=3, max_size=3))
 def test_no_misreport_of_rho_raises_a_jobs_utility(
     instance: tuple[list[Bid], np.ndarray], factors: list[float]
 ) -> None:
@@ -123,8 +119,7 @@ def test_the_assignment_maximises_the_product_of_1_over_rho(
     options = [[None, *sorted(b.rho_with)] for b in bids]
     for combo in np.ndindex(*(len(o) for o in options)):
         choice = {
-            b.job_id: options[k][i]
-            for k, (b, i) in enumerate(zip(bids, combo, strict=True))
+            b.job_id: options[k][i] for k, (b, i) in enumerate(zip(bids, combo, strict=True))
             if options[k][i] is not None
         }
         used = np.zeros(len(offered))

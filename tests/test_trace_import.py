@@ -65,38 +65,26 @@ def sample_philly(path: Path) -> Path:
         path,
         [
             # 2 + 2 GPUs on two servers, one hour.
-            philly_job(
-                "app_1",
-                "2017-10-03 10:00:00",
-                [("2017-10-03 10:00:10", "2017-10-03 11:00:10", [2, 2])],
-            ),
+            philly_job("app_1", "2017-10-03 10:00:00",
+                       [("2017-10-03 10:00:10", "2017-10-03 11:00:10", [2, 2])]),
             # A failed start (no times), then 1 GPU for 30 min; then 1 GPU for 10 min.
-            philly_job(
-                "app_2",
-                "2017-10-03 10:05:00",
-                [
-                    ("None", "None", []),
-                    ("2017-10-03 10:06:00", "2017-10-03 10:36:00", [1]),
-                    ("2017-10-03 10:40:00", "2017-10-03 10:50:00", [1]),
-                ],
-                user="bob",
-                vc="vc2",
-            ),
-            philly_job(
-                "app_3",
-                "2017-10-03 10:20:00",
-                [("2017-10-03 10:21:00", "2017-10-03 12:21:00", [1])],
-                status="Killed",
-                user="bob",
-                vc="vc2",
-            ),
-            philly_job("app_4", "2017-10-03 09:50:00", [("None", "None", [])], user="carol"),
+            philly_job("app_2", "2017-10-03 10:05:00",
+                       [("None", "None", []),
+                        ("2017-10-03 10:06:00", "2017-10-03 10:36:00", [1]),
+                        ("2017-10-03 10:40:00", "2017-10-03 10:50:00", [1])],
+                       user="bob", vc="vc2"),
+            philly_job("app_3", "2017-10-03 10:20:00",
+                       [("2017-10-03 10:21:00", "2017-10-03 12:21:00", [1])],
+                       status="Killed", user="bob", vc="vc2"),
+            philly_job("app_4", "2017-10-03 09:50:00",
+                       [("None", "None", [])], user="carol"),
         ],
     )
 
 
 HELIOS_HEADER = (
-    "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+    "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,"
+    "duration,queue\n"
 )
 
 
@@ -168,12 +156,8 @@ def imported(fmt: str, paths: list[Path], **options: object) -> list:
     statuses = options.pop("statuses", None)
     attempts = options.pop("attempts", "last")
     jobs, _summary = import_trace(
-        fmt,
-        paths,
-        ShapeOptions(**options),
-        TABLE,  # type: ignore[arg-type]
-        statuses=statuses,
-        attempts=attempts,  # type: ignore[arg-type]
+        fmt, paths, ShapeOptions(**options), TABLE,  # type: ignore[arg-type]
+        statuses=statuses, attempts=attempts,  # type: ignore[arg-type]
     )
     return jobs
 
@@ -215,9 +199,8 @@ def test_run_times_become_steps_through_the_throughput_table(tmp_path: Path) -> 
         assert job.total_steps == int(job.duration / iter_time)
     on_k80 = imported("philly", [log], models="random-gavel", seed=5, worker_type="k80")
     for job in on_k80:
-        assert job.total_steps == int(
-            job.duration * TABLE.throughput(job.job_type, job.scale_factor, "k80")
-        )
+        assert job.total_steps == int(job.duration * TABLE.throughput(job.job_type,
+                                                                     job.scale_factor, "k80"))
 
 
 def test_gpu_time_classes_pick_their_models(tmp_path: Path) -> None:
@@ -225,43 +208,31 @@ def test_gpu_time_classes_pick_their_models(tmp_path: Path) -> None:
     log = philly_log(
         tmp_path / "log",
         [
-            philly_job(
-                "a", "2017-10-01 00:00:00", [("2017-10-01 00:00:00", "2017-10-01 00:30:00", [1])]
-            ),
-            philly_job(
-                "b", "2017-10-01 00:01:00", [("2017-10-01 00:01:00", "2017-10-01 01:01:00", [4])]
-            ),
-            philly_job(
-                "c", "2017-10-01 00:02:00", [("2017-10-01 00:02:00", "2017-10-02 01:02:00", [2])]
-            ),
-            philly_job(
-                "d", "2017-10-01 00:03:00", [("2017-10-01 00:03:00", "2017-10-01 20:03:00", [8])]
-            ),
+            philly_job("a", "2017-10-01 00:00:00",
+                       [("2017-10-01 00:00:00", "2017-10-01 00:30:00", [1])]),
+            philly_job("b", "2017-10-01 00:01:00",
+                       [("2017-10-01 00:01:00", "2017-10-01 01:01:00", [4])]),
+            philly_job("c", "2017-10-01 00:02:00",
+                       [("2017-10-01 00:02:00", "2017-10-02 01:02:00", [2])]),
+            philly_job("d", "2017-10-01 00:03:00",
+                       [("2017-10-01 00:03:00", "2017-10-01 20:03:00", [8])]),
         ],
     )
     families = {label: set(f) for label, _upper, f in GPU_TIME_CLASSES}
     for seed in range(5):
         jobs = imported("philly", [log], seed=seed)
-        assert [
-            j.model_family in families[c]
-            for j, c in zip(jobs, ("small", "medium", "large", "xlarge"), strict=True)
-        ] == [True] * 4
+        assert [j.model_family in families[c] for j, c in
+                zip(jobs, ("small", "medium", "large", "xlarge"), strict=True)] == [True] * 4
 
 
 def test_odd_and_large_gpu_counts(tmp_path: Path) -> None:
     log = philly_log(
         tmp_path / "log",
         [
-            philly_job(
-                "six",
-                "2017-10-01 00:00:00",
-                [("2017-10-01 00:00:00", "2017-10-01 01:00:00", [4, 2])],
-            ),
-            philly_job(
-                "sixteen",
-                "2017-10-01 00:01:00",
-                [("2017-10-01 00:01:00", "2017-10-01 01:00:00", [8, 8])],
-            ),
+            philly_job("six", "2017-10-01 00:00:00",
+                       [("2017-10-01 00:00:00", "2017-10-01 01:00:00", [4, 2])]),
+            philly_job("sixteen", "2017-10-01 00:01:00",
+                       [("2017-10-01 00:01:00", "2017-10-01 01:00:00", [8, 8])]),
         ],
     )
     down = imported("philly", [log], models="random-synergy")
@@ -284,7 +255,8 @@ def test_duration_range_and_poisson_arrivals(tmp_path: Path) -> None:
     assert [j.duration for j in kept] == [600.0]
     redrawn = imported("philly", [log], models="random-synergy", jobs_per_hour=2.0, seed=1)
     assert redrawn[0].arrival_time == 0.0 and redrawn[1].arrival_time > 0.0
-    assert redrawn != imported("philly", [log], models="random-synergy", jobs_per_hour=2.0, seed=2)
+    assert redrawn != imported("philly", [log], models="random-synergy", jobs_per_hour=2.0,
+                               seed=2)
     at_once = imported("philly", [log], models="random-synergy", jobs_per_hour=0.0)
     assert [j.arrival_time for j in at_once] == [0.0, 0.0]
     # The rate draws its own stream: the models do not change with it.
@@ -299,20 +271,17 @@ def test_sampling_uniform_window_and_busiest(tmp_path: Path) -> None:
     log = philly_log(
         tmp_path / "log",
         [
-            philly_job(
-                f"j{m}",
-                f"2017-10-01 01:{m % 60:02d}:00" if m < 60 else "2017-10-01 02:00:00",
-                [("2017-10-01 03:00:00", "2017-10-01 04:00:00", [1])],
-            )
+            philly_job(f"j{m}", f"2017-10-01 01:{m % 60:02d}:00" if m < 60 else
+                       "2017-10-01 02:00:00",
+                       [("2017-10-01 03:00:00", "2017-10-01 04:00:00", [1])])
             for m in minutes
         ],
     )
     busiest = imported("philly", [log], models="random-synergy", num_jobs=3, sample="busiest")
     assert [j.arrival_time for j in busiest] == [0.0, 60.0, 120.0]
     for seed in range(6):
-        window = imported(
-            "philly", [log], models="random-synergy", num_jobs=3, sample="window", seed=seed
-        )
+        window = imported("philly", [log], models="random-synergy", num_jobs=3,
+                          sample="window", seed=seed)
         windows = [
             [60.0 * (m - minutes[start]) for m in minutes[start : start + 3]]
             for start in range(len(minutes) - 2)
@@ -323,17 +292,14 @@ def test_sampling_uniform_window_and_busiest(tmp_path: Path) -> None:
         assert [j.job_id for j in uniform] == [0, 1, 2, 3]
         assert sorted(j.arrival_time for j in uniform) == [j.arrival_time for j in uniform]
     picks = {
-        tuple(
-            j.arrival_time
-            for j in imported("philly", [log], models="random-synergy", num_jobs=4, seed=seed)
-        )
+        tuple(j.arrival_time for j in imported("philly", [log], models="random-synergy",
+                                                num_jobs=4, seed=seed))
         for seed in range(6)
     }
     assert len(picks) > 1  # the seed chooses the sample
     starts = {
-        imported("philly", [log], models="random-synergy", num_jobs=3, sample="window", seed=seed)[
-            1
-        ].arrival_time
+        imported("philly", [log], models="random-synergy", num_jobs=3, sample="window",
+                 seed=seed)[1].arrival_time
         for seed in range(6)
     }
     assert len(starts) > 1  # and the window
@@ -362,9 +328,8 @@ def test_helios_reads_by_header_and_carries_cpus(tmp_path: Path) -> None:
     ]
     assert summary.read == 4
     assert summary.dropped == {"no GPU": 1, "state FAILED": 1}
-    failed_too = imported(
-        "helios", [log], models="random-synergy", statuses=("COMPLETED", "FAILED")
-    )
+    failed_too = imported("helios", [log], models="random-synergy",
+                          statuses=("COMPLETED", "FAILED"))
     assert len(failed_too) == 3
 
 
@@ -382,9 +347,7 @@ def test_pai_gpu_requests_from_plan_gpu_and_instances(tmp_path: Path, header: bo
     # CPUs: (2 × 600 + 400) % of a core; memory: 2 × 30 + 20 GB.
     assert (jobs[0].cpus, jobs[0].memory_gb) == (16.0, 80.0)
     assert summary.dropped == {
-        "status Failed": 1,
-        "no submission, launch or end time": 1,
-        "no GPU": 1,
+        "status Failed": 1, "no submission, launch or end time": 1, "no GPU": 1
     }
     whole = imported("pai2020", paths, models="random-synergy", fractional="drop")
     assert [j.scale_factor for j in whole] == [2]
@@ -417,29 +380,16 @@ def test_alibaba2023_pods(tmp_path: Path) -> None:
     [
         ('[{"jobid": "a", "status": "Pass"', 1, None, "bad JSON"),
         ('[\n{"jobid": "a"}\n]', 2, "status", "missing"),
-        (
-            '[\n{"jobid": "a", "status": "Pass", "submitted_time": "2017-10-01 00:00:00",\n'
-            ' "attempts": [{"start_time": "soon", "end_time": "None", "detail": []}]}\n]',
-            2,
-            "attempts.start_time",
-            "date-time",
-        ),
-        (
-            '[\n{"jobid": "a", "status": "Pass", "submitted_time": "2017-10-01 00:00:00",\n'
-            ' "attempts": [{"start_time": "2017-10-01 00:00:00"}]}\n]',
-            2,
-            "attempts.end_time",
-            "missing",
-        ),
+        ('[\n{"jobid": "a", "status": "Pass", "submitted_time": "2017-10-01 00:00:00",\n'
+         ' "attempts": [{"start_time": "soon", "end_time": "None", "detail": []}]}\n]',
+         2, "attempts.start_time", "date-time"),
+        ('[\n{"jobid": "a", "status": "Pass", "submitted_time": "2017-10-01 00:00:00",\n'
+         ' "attempts": [{"start_time": "2017-10-01 00:00:00"}]}\n]', 2, "attempts.end_time",
+         "missing"),
         ('{"jobid": "a"}', 1, None, "list of jobs"),
-        (
-            '[{"jobid": "a", "status": "Pass", "submitted_time": "2017-10-01 00:00:00", '
-            '"attempts": []} {"jobid": "b"}]',
-            1,
-            None,
-            "between jobs",
-        ),
-        ("[1, 2]", 1, None, "JSON object"),
+        ('[{"jobid": "a", "status": "Pass", "submitted_time": "2017-10-01 00:00:00", '
+         '"attempts": []} {"jobid": "b"}]', 1, None, "between jobs"),
+        ('[1, 2]', 1, None, "JSON object"),
     ],
 )
 def test_bad_philly_logs_name_file_line_and_field(
@@ -528,23 +478,9 @@ def test_the_command_is_deterministic_and_its_trace_runs(tmp_path: Path) -> None
     outputs = []
     for name in ("a.trace", "b.trace"):
         done = run_shock(
-            "trace",
-            "import",
-            "philly",
-            str(log),
-            "-o",
-            str(tmp_path / name),
-            "--models",
-            "random-gavel",
-            "--seed",
-            "3",
-            "--rate",
-            "4",
-            "--status",
-            "any",
-            "--jobs",
-            "2",
-            cwd=tmp_path,
+            "trace", "import", "philly", str(log), "-o", str(tmp_path / name),
+            "--models", "random-gavel", "--seed", "3", "--rate", "4", "--status", "any",
+            "--jobs", "2", cwd=tmp_path,
         )
         assert done.returncode == 0, done.stderr
         assert "wrote 2 jobs" in done.stdout
@@ -552,16 +488,8 @@ def test_the_command_is_deterministic_and_its_trace_runs(tmp_path: Path) -> None
     assert outputs[0] == outputs[1]
     trace = read_trace(tmp_path / "a.trace", default_registry())
     assert trace.format == "gavel" and len(trace.jobs) == 2
-    done = run_shock(
-        "run",
-        "--trace",
-        str(tmp_path / "a.trace"),
-        "--policy",
-        "max_min_fairness",
-        "--json",
-        str(tmp_path / "out.json"),
-        cwd=tmp_path,
-    )
+    done = run_shock("run", "--trace", str(tmp_path / "a.trace"), "--policy", "max_min_fairness",
+                     "--json", str(tmp_path / "out.json"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     document = json.loads((tmp_path / "out.json").read_text())
     assert document["metrics"]["jobs"] == 2
@@ -571,26 +499,12 @@ def test_entities_and_requests_travel_in_a_synergy_csv(tmp_path: Path) -> None:
     pods = tmp_path / "pods.csv"
     helios = helios_log(
         tmp_path / "cluster_log.csv",
-        [
-            f"h{i},u{i % 2},vc{i % 3},{1 << (i % 3)},{6 * (1 << (i % 3))},1,COMPLETED,{60 * i},"
-            f"0,0,{1800 + 300 * i},0"
-            for i in range(6)
-        ],
+        [f"h{i},u{i % 2},vc{i % 3},{1 << (i % 3)},{6 * (1 << (i % 3))},1,COMPLETED,{60 * i},"
+         f"0,0,{1800 + 300 * i},0" for i in range(6)],
     )
     out = tmp_path / "helios.csv"
-    done = run_shock(
-        "trace",
-        "import",
-        "helios",
-        str(helios),
-        "-o",
-        str(out),
-        "--entity",
-        "vc",
-        "--models",
-        "random-synergy",
-        cwd=tmp_path,
-    )
+    done = run_shock("trace", "import", "helios", str(helios), "-o", str(out),
+                     "--entity", "vc", "--models", "random-synergy", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     trace = read_trace(out, default_registry())
     assert [j.entity for j in trace.jobs] == [f"vc{i % 3}" for i in range(6)]
@@ -598,31 +512,13 @@ def test_entities_and_requests_travel_in_a_synergy_csv(tmp_path: Path) -> None:
     result = run(RunOptions(policy="max_min_fairness_water_filling", trace=str(out)))
     assert result.unfinished_jobs == 0
     # A Gavel trace has no column for entities: said so.
-    done = run_shock(
-        "trace",
-        "import",
-        "helios",
-        str(helios),
-        "-o",
-        str(tmp_path / "x.trace"),
-        "--entity",
-        "vc",
-        cwd=tmp_path,
-    )
+    done = run_shock("trace", "import", "helios", str(helios), "-o", str(tmp_path / "x.trace"),
+                     "--entity", "vc", cwd=tmp_path)
     assert done.returncode == 2
     assert "--entity" in done.stderr and "carries no entities" in done.stderr
     sample_openb(pods)
-    done = run_shock(
-        "trace",
-        "import",
-        "alibaba2023",
-        str(pods),
-        "-o",
-        str(tmp_path / "p.csv"),
-        "--models",
-        "random-synergy",
-        cwd=tmp_path,
-    )
+    done = run_shock("trace", "import", "alibaba2023", str(pods), "-o", str(tmp_path / "p.csv"),
+                     "--models", "random-synergy", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     header = (tmp_path / "p.csv").read_text().splitlines()[0]
     assert header.endswith(",cpus,memory_gb")
@@ -631,9 +527,8 @@ def test_entities_and_requests_travel_in_a_synergy_csv(tmp_path: Path) -> None:
 def test_a_bad_file_is_reported_without_a_traceback(tmp_path: Path) -> None:
     path = tmp_path / "log"
     path.write_text('[{"jobid": "a",')
-    done = run_shock(
-        "trace", "import", "philly", str(path), "-o", str(tmp_path / "x.trace"), cwd=tmp_path
-    )
+    done = run_shock("trace", "import", "philly", str(path), "-o", str(tmp_path / "x.trace"),
+                     cwd=tmp_path)
     assert done.returncode == 2
     assert f"{path}:1" in done.stderr and "bad JSON" in done.stderr
     assert "Traceback" not in done.stderr

@@ -112,7 +112,9 @@ def test_the_reset_carries_time_owed_as_gavels_loop_does(seed: int, elapsed: flo
     ]
 
 
-def test_a_released_slot_is_reused_only_after_its_credits_and_the_unit_keeps_its_counters() -> None:
+def test_a_released_slot_is_reused_only_after_its_credits_and_the_unit_keeps_its_counters() -> (
+    None
+):
     counters = UnitCounters(2)
     first = _unit(counters, [1.0, 2.0])
     counters.credit(first.slot, 1, 30.0)
@@ -136,7 +138,9 @@ def test_rows_survive_the_matrices_growing_and_a_set_rate_reaches_the_row() -> N
     units[150].rates[1] = 7.5
     assert counters.rates[units[150].slot].tolist() == [150.0, 7.5]
     assert units[150].rates == [150.0, 7.5]
-    assert [counters.of(unit)[0][0] for unit in units] == [HALF_ROUND + unit.slot for unit in units]
+    assert [counters.of(unit)[0][0] for unit in units] == [
+        HALF_ROUND + unit.slot for unit in units
+    ]
 
 
 def _problem_of(jobs: tuple[PolicyJob, ...], calls: list[int]) -> PolicyInput:

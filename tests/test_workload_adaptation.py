@@ -121,7 +121,9 @@ def test_gns_smooths_noisy_estimates():
     for index in range(200):
         sample = _gns_sample(1.0, 50.0, 32)
         wobble = 1.0 + (0.2 if index % 2 else -0.2)  # +-20% measurement noise
-        policy.observe(GradientSample(32, sample.sq_norm * wobble, 16, sample.small_sq_norm), index)
+        policy.observe(
+            GradientSample(32, sample.sq_norm * wobble, 16, sample.small_sq_norm), index
+        )
     assert policy.noise_scale is not None and math.isfinite(policy.noise_scale)
     single_noisy = GnsPolicy(batch_size_limit=10**6, window_samples=10**9, smoothing=0.9)
     sample = _gns_sample(1.0, 50.0, 32)

@@ -84,17 +84,13 @@ def serve_command(
     state_dir: Annotated[Path, typer.Option(help="Journal, checkpoints and logs (resumable).")],
     trace: Annotated[
         Path | None,
-        typer.Option(
-            help="Trace to run, then stop. Without one, a new state directory starts "
-            "an empty service that runs submitted jobs until stopped."
-        ),
+        typer.Option(help="Trace to run, then stop. Without one, a new state directory starts "
+                          "an empty service that runs submitted jobs until stopped."),
     ] = None,
     users: Annotated[
         Path | None,
-        typer.Option(
-            help="Users file (TOML or CSV): names, weights, token hashes, admins "
-            "(docs/running-a-cluster.md). Default: one admin, the cluster token."
-        ),
+        typer.Option(help="Users file (TOML or CSV): names, weights, token hashes, admins "
+                          "(docs/running-a-cluster.md). Default: one admin, the cluster token."),
     ] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = DEFAULT_HOST,
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = DEFAULT_PORT,
@@ -120,9 +116,8 @@ def serve_command(
     ] = None,
     dashboard: Annotated[
         int | None,
-        typer.Option(
-            help="Serve a web dashboard on this port (0: any free port).", show_default=False
-        ),
+        typer.Option(help="Serve a web dashboard on this port (0: any free port).",
+                     show_default=False),
     ] = None,
     dashboard_host: Annotated[
         str, typer.Option(help="Address the dashboard listens on.")
@@ -258,17 +253,13 @@ def worker_command(
     ] = None,
     warm: Annotated[
         bool,
-        typer.Option(
-            help="Keep a job process per GPU with torch imported, ready for the next "
-            "launch (default job command only)."
-        ),
+        typer.Option(help="Keep a job process per GPU with torch imported, ready for the next "
+                          "launch (default job command only)."),
     ] = True,
     memory_headroom: Annotated[
         float,
-        typer.Option(
-            help="A job with a memory grant may allocate the grant plus this much (GB) "
-            "for its runtime (docs/cluster.md)."
-        ),
+        typer.Option(help="A job with a memory grant may allocate the grant plus this much (GB) "
+                          "for its runtime (docs/cluster.md)."),
     ] = 2.0,
     cpus: Annotated[
         float | None,
@@ -280,10 +271,8 @@ def worker_command(
     ] = None,
     rendezvous_host: Annotated[
         str | None,
-        typer.Option(
-            help="Address other workers reach this one's jobs at, where a job on "
-            "several GPUs meets (default: this machine's hostname)."
-        ),
+        typer.Option(help="Address other workers reach this one's jobs at, where a job on "
+                     "several GPUs meets (default: this machine's hostname)."),
     ] = None,
 ) -> None:
     """Run a worker agent: register with the scheduler and run the jobs it sends."""

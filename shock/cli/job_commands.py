@@ -31,7 +31,9 @@ TokenOption = Annotated[
     typer.Option(envvar=TOKEN_ENV, help=f"Your user token (or ${TOKEN_ENV}); without a users "
                  "file on the service, the cluster token."),
 ]  # fmt: skip
-SchedulerOption = Annotated[str, typer.Option(help="The scheduler service, host:port.")]
+SchedulerOption = Annotated[
+    str, typer.Option(help="The scheduler service, host:port.")
+]
 DEFAULT_SCHEDULER = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 
 

@@ -24,7 +24,9 @@ def profile_command(
     output: Annotated[Path, typer.Option(help="Throughput table to write (Gavel's JSON).")] = Path(
         "throughputs.json"
     ),
-    trace: Annotated[Path | None, typer.Option(help="Profile the job types of this trace.")] = None,
+    trace: Annotated[
+        Path | None, typer.Option(help="Profile the job types of this trace.")
+    ] = None,
     job_type: Annotated[
         list[str] | None,
         typer.Option(
@@ -54,10 +56,8 @@ def profile_command(
     ] = 1,
     job_command: Annotated[
         str | None,
-        typer.Option(
-            help="With --local-workers: the command that runs one job (default: the "
-            "training harness)."
-        ),
+        typer.Option(help="With --local-workers: the command that runs one job (default: the "
+                     "training harness)."),
     ] = None,
     state_dir: Annotated[
         Path | None,

@@ -19,7 +19,9 @@ from shock.sweep.spec import load_spec
 
 def sweep_command(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Sweep spec (TOML).")],
-    out: Annotated[Path, typer.Option(help="Directory for cells/<key>.json and runs.csv.")],
+    out: Annotated[
+        Path, typer.Option(help="Directory for cells/<key>.json and runs.csv.")
+    ],
     parallel: Annotated[
         int | None,
         typer.Option(
@@ -75,7 +77,9 @@ def sweep_command(
         progress.update(task, advance=1, failed=counts["failed"], left=total - counts["seen"])
 
     with progress:
-        summary = run_sweep(spec, cells, out, parallel or os.cpu_count() or 1, advance, dispatch)
+        summary = run_sweep(
+            spec, cells, out, parallel or os.cpu_count() or 1, advance, dispatch
+        )
     console.print(
         f"{total} cells: {summary.ran} run, {summary.skipped} done before, "
         f"{summary.failed} failed; table in {out / 'runs.csv'}",

@@ -156,13 +156,8 @@ def profile_command(
         profile = epoch_profile(job, sizes, table, worker_type, trace.source)
         runs = [f"{len(list(group))}×{size}" for size, group in groupby(sizes)]
         out.add_row(
-            str(job.job_id),
-            job.job_type,
-            str(job.scale_factor),
-            job.mode,
-            str(epochs),
-            ", ".join(runs),
-            f"{profile.total_s:,.0f}",
+            str(job.job_id), job.job_type, str(job.scale_factor), job.mode, str(epochs),
+            ", ".join(runs), f"{profile.total_s:,.0f}",
         )
     Console(emoji=False).print(out)
 

@@ -44,11 +44,10 @@ def _choice(value: str, allowed: tuple[str, ...], option: str) -> str:
 
 def import_command(
     format_name: Annotated[
-        str,
-        typer.Argument(
+        str, typer.Argument(
             metavar="FORMAT",
             help="philly, helios, pai2020, alibaba2023 (or an installed importer plugin).",
-        ),
+        )
     ],
     files: Annotated[list[Path], typer.Argument(help="The trace's file(s).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Trace file to write.")],

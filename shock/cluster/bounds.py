@@ -176,8 +176,8 @@ class BoundsKeeper:
                 memory = memory_limit_bytes(memory_gb, self.memory_headroom_gb)
             else:
                 self.warn_once(
-                    "memory",
-                    "memory grants: no per-process data limit on this OS; jobs run without one",
+                    "memory", "memory grants: no per-process data limit on this OS; jobs run "
+                    "without one",
                 )
         return JobBounds(threads, cpu_set, memory)
 

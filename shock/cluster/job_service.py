@@ -364,8 +364,5 @@ class JobBook:
 
 def _same(a: pb.JobStatus, b: pb.JobStatus) -> bool:
     return (a.state, a.step, a.checkpoint_step, list(a.placement)) == (
-        b.state,
-        b.step,
-        b.checkpoint_step,
-        list(b.placement),
+        b.state, b.step, b.checkpoint_step, list(b.placement)
     )

@@ -285,17 +285,14 @@ class Journal:
         self._db.execute("UPDATE workers SET dead_at = ? WHERE worker_id = ?", (at, worker_id))
 
     def set_acked_seq(self, worker_id: str, seq: int) -> None:
-        self._db.execute("UPDATE workers SET acked_seq = ? WHERE worker_id = ?", (seq, worker_id))
+        self._db.execute(
+            "UPDATE workers SET acked_seq = ? WHERE worker_id = ?", (seq, worker_id)
+        )
 
     # Runs.
 
     def add_run(
-        self,
-        job_id: int,
-        worker_id: str,
-        gpus: tuple[int, ...],
-        at: float,
-        lease_until: float,
+        self, job_id: int, worker_id: str, gpus: tuple[int, ...], at: float, lease_until: float,
         start_step: int,
     ) -> int:
         cursor = self._db.execute(
@@ -339,7 +336,9 @@ class Journal:
         if open_only:
             query += " WHERE ended_at IS NULL"
         rows = self._db.execute(query + " ORDER BY run_id").fetchall()
-        return [RunRow(r[0], r[1], r[2], tuple(json.loads(r[3])), *r[4:]) for r in rows]
+        return [
+            RunRow(r[0], r[1], r[2], tuple(json.loads(r[3])), *r[4:]) for r in rows
+        ]
 
     # Rounds and throughputs.
 

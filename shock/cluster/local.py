@@ -87,12 +87,8 @@ class LocalWorkers:
                 self.processes.append(
                     subprocess.Popen(
                         worker_command(
-                            spec,
-                            scheduler,
-                            job_command,
-                            log_dir / f"worker-{index + 1}",
-                            heartbeat_s,
-                            checkpoint_every_s,
+                            spec, scheduler, job_command, log_dir / f"worker-{index + 1}",
+                            heartbeat_s, checkpoint_every_s,
                         ),
                         stdin=subprocess.DEVNULL,
                         stdout=log,

@@ -335,11 +335,9 @@ class ClusterScheduler(JobBook):
             signature = self._cluster_signature
             self._round_end = self.t0 + time_s
             self._wait_until(
-                lambda now: (
-                    now - self.t0 >= time_s
-                    or self._live_signature() != signature
-                    or self._intake_waiting()
-                )
+                lambda now: now - self.t0 >= time_s
+                or self._live_signature() != signature
+                or self._intake_waiting()
             )
 
     def intake(self) -> Intake | None:
@@ -876,9 +874,7 @@ class ClusterScheduler(JobBook):
     def _round_entry(job_ids: Sequence[int], placement: Placement) -> dict[str, object]:
         """A unit's journal entry: its lead's worker and GPUs, and a gang's every rank."""
         entry: dict[str, object] = {
-            "jobs": list(job_ids),
-            "worker": placement[0][0],
-            "gpus": list(placement[0][1]),
+            "jobs": list(job_ids), "worker": placement[0][0], "gpus": list(placement[0][1])
         }
         if len(placement) > 1:
             entry["ranks"] = [[worker_id, list(gpus)] for worker_id, gpus in placement]

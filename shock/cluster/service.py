@@ -60,7 +60,9 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
 
         return _answer(context, handle)
 
-    def ReportEvents(self, request: pb.ReportEventsRequest, context: Any) -> pb.ReportEventsReply:
+    def ReportEvents(
+        self, request: pb.ReportEventsRequest, context: Any
+    ) -> pb.ReportEventsReply:
         def handle() -> pb.ReportEventsReply:
             _require_worker(request.worker_id)
             for event in request.events:
@@ -70,8 +72,11 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
 
         return _answer(context, handle)
 
-    def RenewLease(self, request: pb.RenewLeaseRequest, context: Any) -> pb.RenewLeaseReply:
+    def RenewLease(
+        self, request: pb.RenewLeaseRequest, context: Any
+    ) -> pb.RenewLeaseReply:
         return _answer(context, lambda: self.scheduler.renew_lease(request))
+
 
     def UploadLog(self, request: pb.UploadLogRequest, context: Any) -> pb.UploadLogReply:
         def handle() -> pb.UploadLogReply:

@@ -121,7 +121,9 @@ def average_rates(timings: list[RunTiming]) -> dict[str, float]:
     return average_rates_by(timings, lambda timing: timing.job_type)
 
 
-def average_rates_by(timings: list[RunTiming], key: Callable[[RunTiming], K]) -> dict[K, float]:
+def average_rates_by(
+    timings: list[RunTiming], key: Callable[[RunTiming], K]
+) -> dict[K, float]:
     """`average_rates` grouped by `key` (a job type, a job id, ...)."""
     steps: dict[K, float] = {}
     seconds: dict[K, float] = {}

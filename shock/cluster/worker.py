@@ -105,7 +105,9 @@ def read_run_log(log_dir: Path, run_id: int, max_bytes: int) -> pb.RunLog:
             data = log.read()
     except OSError as exc:
         return pb.RunLog(run_id=run_id, error=f"cannot read {found[0]}: {exc.strerror}")
-    return pb.RunLog(run_id=run_id, text=data.decode(errors="replace"), truncated=size > max_bytes)
+    return pb.RunLog(
+        run_id=run_id, text=data.decode(errors="replace"), truncated=size > max_bytes
+    )
 
 
 class WorkerAgent:

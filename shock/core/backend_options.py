@@ -186,7 +186,8 @@ def _convert(text: str, option: BackendOption, backend_name: str) -> object:
     else:
         return text
     raise InputError(
-        f"backend '{backend_name}': option {option.flag} expects {_EXPECTED[kind]}, got '{text}'"
+        f"backend '{backend_name}': option {option.flag} expects {_EXPECTED[kind]}, "
+        f"got '{text}'"
     )
 
 

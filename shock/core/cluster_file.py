@@ -168,7 +168,7 @@ def _server_group(
 
     gpu_type = table.get("gpu_type")
     if not isinstance(gpu_type, str) or not gpu_type.strip():
-        raise fail("gpu_type", 'must be a GPU type name such as "v100"')
+        raise fail("gpu_type", "must be a GPU type name such as \"v100\"")
 
     def integer(key: str, default: int | None, minimum: int) -> int:
         value = table.get(key, default)

@@ -56,7 +56,8 @@ def _parse_colon_form(text: str) -> dict[str, int]:
         form = ":".join(w.upper() for w in order)
         example = f"{order[0]}=32,{order[1]}=4" if len(order) > 1 else f"{order[0]}=32"
         raise InputError(
-            f"'{text}' is not of the form {form} (e.g. 32{':0' * (len(order) - 1)}) nor {example}",
+            f"'{text}' is not of the form {form} (e.g. 32{':0' * (len(order) - 1)}) "
+            f"nor {example}",
             field="--cluster",
         )
     return {w: _count(p, w, text) for w, p in zip(order, parts, strict=True)}

@@ -76,10 +76,7 @@ def describe_options(defaults: object) -> list[tuple[str, str, str]]:
     """(option, type, default) of every option, for help texts and docs."""
     hints = typing.get_type_hints(type(defaults))
     return [
-        (
-            option_name(f.name),
-            getattr(hints[f.name], "__name__", str(hints[f.name])),
-            repr(getattr(defaults, f.name)),
-        )
+        (option_name(f.name), getattr(hints[f.name], "__name__", str(hints[f.name])),
+         repr(getattr(defaults, f.name)))
         for f in dataclasses.fields(defaults)  # type: ignore[arg-type]
     ]

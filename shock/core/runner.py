@@ -180,7 +180,9 @@ def build_request(
         preset=preset.name,
         window=options.window,
         preemption_overhead_s=overhead,
-        overhead_on_first_start=(options.overhead_on_first_start or preset.overhead_on_first_start),
+        overhead_on_first_start=(
+            options.overhead_on_first_start or preset.overhead_on_first_start
+        ),
         overhead_by_job_type=_overheads(options.overhead_by_job_type),
         overhead_rule=preset.overhead_rule,
         overhead_effect=preset.overhead_effect,

@@ -250,7 +250,9 @@ class UnitCounters:
             self.allocated[slot] = True
             self.shares[slot, column] = share
 
-    def set_times(self, slot: int, time_so_far: Sequence[float], deficit: Sequence[float]) -> None:
+    def set_times(
+        self, slot: int, time_so_far: Sequence[float], deficit: Sequence[float]
+    ) -> None:
         self.flush()
         self.time_so_far[slot] = time_so_far
         self.deficit[slot] = deficit

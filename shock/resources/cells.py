@@ -36,7 +36,10 @@ def candidate_cells(
             other is not cell
             and other.cpus_per_gpu <= cell.cpus_per_gpu
             and other.mem_gb_per_gpu <= cell.mem_gb_per_gpu
-            and (other.speed > cell.speed or (other.speed == cell.speed and other[:2] != cell[:2]))
+            and (
+                other.speed > cell.speed
+                or (other.speed == cell.speed and other[:2] != cell[:2])
+            )
             for other in cells
         )
     ]

@@ -165,7 +165,9 @@ def sweep_columns(directory: Path, averaged: Sequence[str] = DEFAULT_AVERAGED) -
     cells), the `averaged` axes left out of the grouping: one column per group."""
     rows = _sweep_rows(directory)
     axes = [
-        name for name in rows[0].options if len({row.options.get(name, "") for row in rows}) > 1
+        name
+        for name in rows[0].options
+        if len({row.options.get(name, "") for row in rows}) > 1
     ]
     grouping = [axis for axis in axes if axis not in averaged]
     groups: dict[tuple[str, ...], list[_SweepRow]] = {}
@@ -260,5 +262,7 @@ def _baseline_index(columns: Sequence[RunColumn], name: str | None) -> int:
         return by_policy[0]
     labels = ", ".join(column.label for column in columns)
     if by_policy:
-        raise ShockError(f"--baseline {name}: several runs have that policy; name one of: {labels}")
+        raise ShockError(
+            f"--baseline {name}: several runs have that policy; name one of: {labels}"
+        )
     raise ShockError(f"--baseline {name}: no run has that label or policy; runs: {labels}")

@@ -86,7 +86,11 @@ def run_view(result: ResultDocument, label: str | None = None) -> RunView:
             [np.nan if job.ftf_rho is None else job.ftf_rho for job in jobs], dtype=np.float64
         ),
         timeline=None if result.timeline is None else _arrays(result),
-        setup={key: value for key in SETUP_KEYS if (value := str(getattr(result, key))) != ""},
+        setup={
+            key: value
+            for key in SETUP_KEYS
+            if (value := str(getattr(result, key))) != ""
+        },
     )
 
 

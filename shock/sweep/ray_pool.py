@@ -214,7 +214,9 @@ def run_on_ray(
                 ray.cancel(ref, force=True)
 
 
-def _collect(ray: ModuleType, ref: Any, cell: Cell, out_dir: Path, attempts: int) -> CellOutcome:
+def _collect(
+    ray: ModuleType, ref: Any, cell: Cell, out_dir: Path, attempts: int
+) -> CellOutcome:
     try:
         report: CellReport = ray.get(ref)
     except ray.exceptions.RayError as exc:

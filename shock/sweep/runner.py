@@ -53,7 +53,9 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-def generate_trace(options: dict[str, object], throughputs: str | None, destination: Path) -> None:
+def generate_trace(
+    options: dict[str, object], throughputs: str | None, destination: Path
+) -> None:
     """`shock trace generate` with a cell's workload options, written to destination."""
     from shock.core.plugins import default_registry
     from shock.core.throughputs import default_throughputs, load_throughputs
@@ -85,9 +87,8 @@ def _generate_trace(cell: Cell) -> None:
     if cell.generated_trace.exists():
         return
     throughputs = cell.spec.run.get("throughputs")
-    generate_trace(
-        cell.spec.generate, str(throughputs) if throughputs else None, cell.generated_trace
-    )
+    generate_trace(cell.spec.generate, str(throughputs) if throughputs else None,
+                   cell.generated_trace)
 
 
 def write_cell_document(out_dir: Path, key: str, document: dict[str, object]) -> None:
@@ -161,7 +162,9 @@ def run_sweep(
         if document is None:
             pending.append(cell)
         else:
-            by_key[cell.key] = CellOutcome(cell.key, DONE, "", _recorded_wall_s(document), document)
+            by_key[cell.key] = CellOutcome(
+                cell.key, DONE, "", _recorded_wall_s(document), document
+            )
             summary.skipped += 1
             if on_outcome is not None:
                 on_outcome(by_key[cell.key])

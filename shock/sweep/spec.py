@@ -117,7 +117,9 @@ def normalise(name: str) -> str:
     return name.replace("_", "-")
 
 
-def _convert(path: Path, section: str, name: str, value: object, allowed: set[str]) -> object:
+def _convert(
+    path: Path, section: str, name: str, value: object, allowed: set[str]
+) -> object:
     if name not in allowed:
         raise InputError(
             f"unknown option (known: {', '.join(sorted(allowed))})",
@@ -152,9 +154,8 @@ def load_spec(path: str | Path) -> SweepSpec:
         raise InputError(f"not valid TOML: {exc}", path=path) from None
     unknown = sorted(set(document) - {"base", "generate", "grid"})
     if unknown:
-        raise InputError(
-            "unknown section (known: base, generate, grid)", path=path, field=unknown[0]
-        )
+        raise InputError("unknown section (known: base, generate, grid)", path=path,
+                         field=unknown[0])
     run_names = set(RUN_OPTIONS)
     base_raw = _table(document, path, "base") or {}
     generate_raw = _table(document, path, "generate")

@@ -117,7 +117,9 @@ def _mode(draw: float, bounds: Sequence[float]) -> str:
     return MODES[-1]
 
 
-def _duration_h(values: np.ndarray, class_draw: float, value_rng: np.random.RandomState) -> float:
+def _duration_h(
+    values: np.ndarray, class_draw: float, value_rng: np.random.RandomState
+) -> float:
     n = len(values)
     starts = [0] + [round(n * end) for end in DURATION_CLASS_ENDS[:-1]]
     ends = [*starts[1:], n]

@@ -63,8 +63,9 @@ class SynergyTraceFormat:
 
     def sniff(self, first_line: str) -> bool:
         names = first_line.replace(" ", "").lstrip("\ufeff").split(",")
-        return tuple(names[: len(SYNERGY_COLUMNS)]) == SYNERGY_COLUMNS and all(
-            name in OPTIONAL_COLUMNS for name in names[len(SYNERGY_COLUMNS) :]
+        return (
+            tuple(names[: len(SYNERGY_COLUMNS)]) == SYNERGY_COLUMNS
+            and all(name in OPTIONAL_COLUMNS for name in names[len(SYNERGY_COLUMNS) :])
         )
 
     def read(self, path: Path) -> Trace:

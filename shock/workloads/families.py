@@ -133,7 +133,8 @@ def parse_job_type(text: str) -> tuple[str, int]:
     match = _JOB_TYPE.match(text)
     if match is None:
         raise UnknownJobTypeError(
-            f"job type {text!r} is not '<family> (batch size <N>)'; families: {', '.join(FAMILIES)}"
+            f"job type {text!r} is not '<family> (batch size <N>)'; "
+            f"families: {', '.join(FAMILIES)}"
         )
     name = match.group("family")
     family = FAMILIES.get(name)

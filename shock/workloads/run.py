@@ -112,9 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lease_s=args.lease_s,
             checkpoint_every_s=args.checkpoint_every_s,
             adaptation_window_samples=args.adaptation_window_samples,
-            rendezvous=None
-            if args.world_size <= 1
-            else Rendezvous(
+            rendezvous=None if args.world_size <= 1 else Rendezvous(
                 args.rank, args.world_size, args.master_addr, args.master_port, args.local_rank
             ),
         )

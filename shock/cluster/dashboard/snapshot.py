@@ -40,7 +40,9 @@ def take_snapshot(scheduler: ClusterScheduler, users: Users) -> dict[str, Any]:
     jobs: list[dict[str, Any]] = []
     held: dict[tuple[str, int], int] = {}  # (worker, GPU) -> the job running there
     for status in statuses:
-        gpus = [{"worker": place.worker_id, "gpus": list(place.gpus)} for place in status.placement]
+        gpus = [
+            {"worker": place.worker_id, "gpus": list(place.gpus)} for place in status.placement
+        ]
         for place in status.placement:
             for gpu in place.gpus:
                 held[(place.worker_id, gpu)] = status.job_id

@@ -376,7 +376,9 @@ def bisect_pyomo(ftf: FinishTimeProblem, sub: PolicyInput, spec: SolverSpec) -> 
     scale_rows = (ftf.throughputs * ftf.isolated).sum(axis=1)
     coefficients = ftf.throughputs / scale_rows[:, None]
     model = base_model(sub)
-    add_level_target(model, lambda mo, j: sum(float(coefficients[j, w]) * mo.x[j, w] for w in mo.W))
+    add_level_target(
+        model, lambda mo, j: sum(float(coefficients[j, w]) * mo.x[j, w] for w in mo.W)
+    )
 
     def evaluate() -> tuple[np.ndarray, float]:
         x = model_fractions(model, m, n)

@@ -27,7 +27,9 @@ def gantt(runs: Sequence[RunView]) -> Figure:
     if not timeline.jobs:
         raise InputError("the timeline has no jobs to draw", path=run.path, field="timeline.jobs")
     arrivals = dict(zip(run.job_ids.tolist(), run.arrival_s.tolist(), strict=True))
-    completions = dict(zip(run.job_ids.tolist(), (run.arrival_s + run.jct_s).tolist(), strict=True))
+    completions = dict(
+        zip(run.job_ids.tolist(), (run.arrival_s + run.jct_s).tolist(), strict=True)
+    )
 
     def arrival(job: JobTimeline) -> float:
         first = job.segments[0].start_s if job.segments else 0.0

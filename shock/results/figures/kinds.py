@@ -35,11 +35,17 @@ KINDS: dict[str, FigureKind] = {
         FigureKind("jct-cdf", DESCRIPTIONS["jct-cdf"], jct_cdf),
         FigureKind("rho-cdf", DESCRIPTIONS["rho-cdf"], rho_cdf),
         FigureKind("summary", DESCRIPTIONS["summary"], summary, takes_baseline=True),
-        FigureKind("utilization", DESCRIPTIONS["utilization"], utilization, needs_timeline=True),
+        FigureKind(
+            "utilization", DESCRIPTIONS["utilization"], utilization, needs_timeline=True
+        ),
         FigureKind("queue", DESCRIPTIONS["queue"], queue, needs_timeline=True),
-        FigureKind("gantt", DESCRIPTIONS["gantt"], gantt, needs_timeline=True, one_run=True),
+        FigureKind(
+            "gantt", DESCRIPTIONS["gantt"], gantt, needs_timeline=True, one_run=True
+        ),
         FigureKind("solve-time", DESCRIPTIONS["solve-time"], solve_time, needs_timeline=True),
-        FigureKind("jct-vs-load", DESCRIPTIONS["jct-vs-load"], jct_vs_load, reads_sweeps=True),
+        FigureKind(
+            "jct-vs-load", DESCRIPTIONS["jct-vs-load"], jct_vs_load, reads_sweeps=True
+        ),
     )
 }
 

@@ -18,15 +18,8 @@ from pathlib import Path
 from shock.traces.importers.records import RawJob, ReadCounts, csv_records
 
 OPENB_COLUMNS = (
-    "name",
-    "cpu_milli",
-    "memory_mib",
-    "num_gpu",
-    "gpu_milli",
-    "pod_phase",
-    "creation_time",
-    "deletion_time",
-    "scheduled_time",
+    "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "pod_phase",
+    "creation_time", "deletion_time", "scheduled_time",
 )
 OPENB_PHASES = ("Succeeded", "Running", "Failed", "Pending")
 

@@ -15,14 +15,7 @@ from pathlib import Path
 from shock.traces.importers.records import RawJob, ReadCounts, csv_records
 
 HELIOS_COLUMNS = (
-    "job_id",
-    "user",
-    "vc",
-    "gpu_num",
-    "cpu_num",
-    "state",
-    "submit_time",
-    "duration",
+    "job_id", "user", "vc", "gpu_num", "cpu_num", "state", "submit_time", "duration",
 )
 HELIOS_STATES = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL")
 

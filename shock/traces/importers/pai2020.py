@@ -28,16 +28,8 @@ from shock.traces.importers.records import RawJob, ReadCounts, csv_records
 
 PAI_JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
 PAI_TASK_COLUMNS = (
-    "job_name",
-    "task_name",
-    "inst_num",
-    "status",
-    "start_time",
-    "end_time",
-    "plan_cpu",
-    "plan_mem",
-    "plan_gpu",
-    "gpu_type",
+    "job_name", "task_name", "inst_num", "status", "start_time", "end_time",
+    "plan_cpu", "plan_mem", "plan_gpu", "gpu_type",
 )
 PAI_STATUSES = ("Terminated", "Failed", "Running", "Waiting")
 

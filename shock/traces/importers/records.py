@@ -170,9 +170,8 @@ def csv_records(
             )
         yield Record(path, number, {name: fields[index] for name, index in positions.items()})
     if positions is None:
-        raise InputError(
-            f"file is empty; expected a header line naming {', '.join(columns)}", path=path
-        )
+        raise InputError(f"file is empty; expected a header line naming {', '.join(columns)}",
+                         path=path)
 
 
 def _csv_lines(path: Path) -> Iterator[tuple[int, list[str]]]:

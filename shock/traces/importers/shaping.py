@@ -219,7 +219,9 @@ class _ModelPicker:
         self.rng = random.Random(options.seed * 10 + _MODEL_STREAM)
         self.templates = gavel_templates()
         profiles = synergy_profiles()
-        self.synergy_models = tuple(sorted(name for name in profiles if name in _default_zoo()))
+        self.synergy_models = tuple(
+            sorted(name for name in profiles if name in _default_zoo())
+        )
         self.iter_time = {name: profiles[name].iter_time_s for name in self.synergy_models}
         if options.models != "random-synergy" and options.worker_type not in table.worker_types:
             raise InputError(

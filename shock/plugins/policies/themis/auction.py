@@ -157,9 +157,8 @@ def _solve_pyomo(
     )
     model.capacity = pyo.Constraint(
         list(by_type),
-        rule=lambda m, w: (
-            sum(bids[pairs[k][0]].gpus * m.y[k] for k in by_type[w]) <= float(offered[w])
-        ),
+        rule=lambda m, w: sum(bids[pairs[k][0]].gpus * m.y[k] for k in by_type[w])
+        <= float(offered[w]),
     )
     model.welfare = pyo.Objective(
         expr=sum(float(gains[k]) * model.y[k] for k in model.choices), sense=pyo.maximize

@@ -130,7 +130,9 @@ class Themis(Policy):
         if offered.sum() >= 1:
             bids = self._bids(problem, views, now_rho, offered, total_gpus)
             if bids:
-                spec = exact_spec(solver, self.options.mip_gap, self.options.time_limit_s or None)
+                spec = exact_spec(
+                    solver, self.options.mip_gap, self.options.time_limit_s or None
+                )
                 result = run_auction(bids, offered, spec)
                 if self.log is not None:
                     self.log.records.append(
@@ -222,7 +224,9 @@ class Themis(Policy):
                 if problem.throughputs[rows[job_id], w] > 0 and job.scale_factor <= offered[w]
             }
             if rho_with:
-                bids.append(Bid(job_id, job.scale_factor, now_rho[job_id], rho_with))
+                bids.append(
+                    Bid(job_id, job.scale_factor, now_rho[job_id], rho_with)
+                )
         return bids
 
     def _lease_winners(self, problem: PolicyInput, result: AuctionResult) -> None:
