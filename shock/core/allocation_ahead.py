@@ -250,7 +250,7 @@ def same_value(real: Any, predicted: Any) -> bool:
 class AheadStats:
     submitted: int = 0
     used: int = 0  # allocations answered by a computation made ahead
-    missed: int = 0  # allocations computed on the spot while the worker was running
+    missed: int = 0  # allocations computed on the spot although one was predicted
 
 
 @dataclass(slots=True)
