@@ -133,6 +133,29 @@ def test_a_policy_that_reads_job_views_is_not_predicted(monkeypatch: pytest.Monk
     assert (engine.ahead.stats.submitted, engine.ahead.stats.used) == (1, 0)
 
 
+class UnknownToTheWorker(MaxMinFairness):
+    """Max-min fairness from a module the worker cannot import (this test's)."""
+
+
+@needs_two_cpus
+@pytest.mark.usefixtures("ahead_at_once")
+def test_a_policy_the_worker_cannot_load_leaves_the_run_as_it_is(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    trace = _trace(60)
+    policy = UnknownToTheWorker(heterogeneity_aware=True)
+    policy.stateless = True
+    requests = [
+        replace(_request(trace, ahead, cluster="8:8:8"), policy=policy) for ahead in (True, False)
+    ]
+    (with_ahead, engine), (without, _) = (_run(request) for request in requests)
+    assert comparable(with_ahead) == comparable(without)
+    assert engine.ahead is not None
+    assert not engine.ahead.active and not engine.ahead._ready
+    assert engine.ahead.stats.submitted == 0
+    assert capfd.readouterr().err == ""  # the worker left quietly
+
+
 @needs_two_cpus
 @pytest.mark.usefixtures("ahead_at_once")
 def test_a_run_goes_on_when_the_worker_dies() -> None:

@@ -86,6 +86,8 @@ def main() -> None:
         serve(connection)
     except (EOFError, OSError):
         pass  # the run's process went away
+    except Exception:  # e.g. a policy it cannot unpickle: the run goes on without it
+        sys.exit(1)
     finally:
         connection.close()
 
