@@ -20,7 +20,7 @@ from shock.core import allocation_ahead
 from shock.core.allocation_ahead import AllocationAhead, PredictedJobs, gone_by_round
 from shock.core.allocation_check import allocate_checked
 from shock.core.engine import Engine
-from shock.core.policy import Allocation, PolicyInput
+from shock.core.policy import Allocation, Policy, PolicyInput
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
 from shock.core.runner import RunOptions, build_request
@@ -58,6 +58,18 @@ def _wait_until_ready(ahead: AllocationAhead) -> None:
         assert ahead._process.poll() is None
         time.sleep(0.01)
     raise AssertionError("the worker never said it was ready")
+
+
+def _same_run_with_and_without(policy: Policy) -> Engine:
+    """Run `policy` on a short trace with and without the look-ahead; assert the results are
+    the same, and return the engine of the run with it."""
+    trace = _trace(60)
+    requests = [
+        replace(_request(trace, ahead, cluster="8:8:8"), policy=policy) for ahead in (True, False)
+    ]
+    (with_ahead, engine), (without, _) = (_run(request) for request in requests)
+    assert comparable(with_ahead) == comparable(without)
+    return engine
 
 
 @pytest.fixture
@@ -119,14 +131,9 @@ def test_a_policy_that_reads_job_views_is_not_predicted(monkeypatch: pytest.Monk
     monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
     )
-    trace = _trace(60)
     policy = ReadsJobViews(heterogeneity_aware=True)
     policy.stateless = True  # wrongly, or it would never be tried
-    requests = [
-        replace(_request(trace, ahead, cluster="8:8:8"), policy=policy) for ahead in (True, False)
-    ]
-    (with_ahead, engine), (without, _) = (_run(request) for request in requests)
-    assert comparable(with_ahead) == comparable(without)
+    engine = _same_run_with_and_without(policy)
     assert engine.ahead is not None
     assert not engine.ahead.active
     assert engine.ahead._ready  # it started, and gave up at the first answer (a view read)
@@ -142,14 +149,9 @@ class UnknownToTheWorker(MaxMinFairness):
 def test_a_policy_the_worker_cannot_load_leaves_the_run_as_it_is(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    trace = _trace(60)
     policy = UnknownToTheWorker(heterogeneity_aware=True)
     policy.stateless = True
-    requests = [
-        replace(_request(trace, ahead, cluster="8:8:8"), policy=policy) for ahead in (True, False)
-    ]
-    (with_ahead, engine), (without, _) = (_run(request) for request in requests)
-    assert comparable(with_ahead) == comparable(without)
+    engine = _same_run_with_and_without(policy)
     assert engine.ahead is not None
     assert not engine.ahead.active and not engine.ahead._ready
     assert engine.ahead.stats.submitted == 0

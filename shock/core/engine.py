@@ -23,7 +23,6 @@ import numpy as np
 
 from shock.core import allocation_ahead
 from shock.core.adaptation import BatchSizeRules
-from shock.core.allocation_ahead import AllocationAhead
 from shock.core.dynamics import BatchSchedule, batch_schedules, whole_epochs_alone_s
 from shock.core.engine_state import EngineCounters, RestoredRun, restore, snapshot
 from shock.core.epochs import steps_per_epoch
@@ -171,7 +170,7 @@ class Engine:
         self.whole_epochs_alone: dict[int, float | None] = {}
         self.rules: BatchSizeRules | None = None
         self._by_id = {job.job_id: job for job in self.jobs}
-        self.ahead: AllocationAhead | None = None
+        self.ahead: allocation_ahead.AllocationAhead | None = None
         if (
             self.config.allocate_ahead
             and self.policy.stateless
@@ -179,7 +178,7 @@ class Engine:
             and not self.capabilities.measures_rates
             and allocation_ahead.wanted()
         ):
-            self.ahead = AllocationAhead(
+            self.ahead = allocation_ahead.AllocationAhead(
                 self.policy, request.solver, request.table, _Upcoming(self)
             )
         self.now = 0.0  # the engine's time as of its last decision

@@ -395,9 +395,9 @@ class Mechanism:
         # stateless policy in a simulation; see allocation_ahead.py).
         self.ahead: AllocationAhead | None = None
         self._allocation_predicted_at = 0.0  # when the last prediction expects it
+        self._rates_by_kind: dict[tuple[str, int], list[float]] = {}  # for predictions
         # A round's selection as (slots, worker-type columns, rows taken per column) where the
         # selection had them as arrays (None: read its units).
-        self._rates_by_kind: dict[tuple[str, int], list[float]] = {}
         self._chosen_rows: tuple[np.ndarray, list[int], list[list[int]]] | None = None
 
     # Jobs entering and leaving.
