@@ -113,7 +113,9 @@ class RoundColumns:
 
 @dataclass(frozen=True, slots=True)
 class ColumnProgress:
-    """What the units of a `RoundColumns` did, in plan order (`UnitProgress`'s fields)."""
+    """What the units of a `RoundColumns` did, in plan order (`UnitProgress`'s fields). The
+    engine keeps the arrays for a while (the timeline reads them in batches of rounds): an
+    executor hands them over and does not change them afterwards."""
 
     end_s: float
     steps: np.ndarray

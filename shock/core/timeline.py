@@ -9,9 +9,10 @@ recorder keeps only what the results document's `"timeline"` key needs (docs/res
   type and GPU count merged into one, and its batch sizes over time.
 
 It runs inside the engine's loop, once per round over the round's units (thousands in a large
-run), so it is written for speed: a round's units are read into arrays by C-level maps, and
-every job's open segment is extended or closed in array operations; closed segments stay in
-columns (20 bytes each), which the final timeline's jobs view rather than copy.
+run), so it is written for speed: a round's units are read into arrays by C-level maps; small
+rounds wait and are counted and merged into segments many at once (`timeline_segments`);
+closed segments stay in columns (20 bytes each), which the final timeline's jobs view rather
+than copy.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 
 from shock.core.mechanism import ASSIGNED_COLUMN, ASSIGNED_GPUS, ASSIGNED_UNIT
 from shock.core.model import batch_size_of
+from shock.core.timeline_segments import BATCH_ENTRIES, BATCH_ROUNDS, SegmentBuilder
 
 if TYPE_CHECKING:
     from shock.core.executor import BatchSizeChange, UnitProgress
@@ -206,12 +208,6 @@ class _JobTrack:
         return cls(job.job_type, job.scale_factor, job.arrival_time)
 
 
-# Stands for "no open segment": never the round before a recorded one.
-_NO_ROUND = -2
-# Rounds of closed segments gathered into one block: fewer, larger arrays.
-_BLOCK_ROUNDS = 256
-
-
 class _JobIndex:
     """Job id -> the job's index in the segment columns (in the order jobs were first seen).
     Looked up for a round's jobs at once in a table by job id, while ids are small
@@ -263,66 +259,6 @@ class _JobIndex:
         return np.fromiter(map(of.__getitem__, job_ids.tolist()), np.intp, len(job_ids))
 
 
-class _OpenSegments:
-    """Each job's last segment, one array per field indexed by the job's dense index: a
-    round updates all of its jobs at once. The segment starts at its first round's start."""
-
-    def __init__(self) -> None:
-        self.size = 0
-        self.first = np.zeros(0, dtype=np.int32)  # round the segment started in
-        self.end = np.zeros(0, dtype=np.float64)
-        self.column = np.zeros(0, dtype=np.uint16)
-        self.gpus = np.zeros(0, dtype=np.uint16)
-        self.last = np.zeros(0, dtype=np.int32)  # round it last ran in (_NO_ROUND: none)
-
-    def make_room(self, jobs: int) -> None:
-        if jobs <= self.size:
-            return
-        size = max(jobs, 2 * self.size, 1024)
-        for name, fill in (("first", 0), ("end", 0.0), ("column", 0), ("gpus", 0),
-                           ("last", _NO_ROUND)):  # fmt: skip
-            old = getattr(self, name)
-            grown = np.full(size, fill, dtype=old.dtype)
-            grown[: self.size] = old
-            setattr(self, name, grown)
-        self.size = size
-
-
-class _ClosedSegments:
-    """Segments a job left (it ran elsewhere, or paused), in the order they closed, as
-    columns: job index, first round, end, worker-type column, GPUs (20 bytes a segment).
-    Each column is a list of blocks: a round's segments are added as an array, and every few
-    hundred rounds those arrays are joined into one block (joining everything each time
-    would copy the whole history again and again)."""
-
-    DTYPES = (np.int32, np.int32, np.float64, np.uint16, np.uint16)
-
-    def __init__(self) -> None:
-        self.blocks: list[list[np.ndarray]] = [[] for _ in self.DTYPES]
-        self.recent: list[list[np.ndarray]] = [[] for _ in self.DTYPES]
-
-    def add(self, segments: tuple[np.ndarray, ...]) -> None:
-        recent = self.recent
-        for parts, values in zip(recent, segments, strict=True):
-            parts.append(values)
-        if len(recent[0]) >= _BLOCK_ROUNDS:
-            for blocks, parts in zip(self.blocks, recent, strict=True):
-                blocks.append(np.concatenate(parts))
-                parts.clear()
-
-    def joined_with(self, still_open: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
-        """Each column joined into one array, followed by `still_open`'s. Column by column,
-        so that only one column is ever held twice; the closed ones keep a view of it."""
-        joined = []
-        for blocks, parts, values in zip(self.blocks, self.recent, still_open, strict=True):
-            closed = sum(len(block) for block in blocks) + sum(len(part) for part in parts)
-            column = np.concatenate((*blocks, *parts, values))
-            blocks[:] = [column[:closed]]
-            parts.clear()
-            joined.append(column)
-        return tuple(joined)
-
-
 class TimelineRecorder:
     """Fed by the engine: `job_admitted`, `round_planned` then `round_ran` per round,
     `batch_sizes_seen` after a round that may have changed batch sizes."""
@@ -331,23 +267,32 @@ class TimelineRecorder:
         self.worker_types: list[str] = []
         self.capacity: list[int] = []
         self._columns: dict[str, int] = {}
+        self._busy: list[tuple[int, ...]] = []
+        # Rounds whose busy GPUs are not counted yet: their units' columns and GPU counts
+        # (counted for many rounds at once, like the segments).
+        self._uncounted: list[tuple[np.ndarray, np.ndarray]] = []
+        self._uncounted_units = 0
         self.cluster_changed(cluster)
         self._jobs: dict[int, _JobTrack] = {}
         self._index = _JobIndex()
         self._time_s: list[float] = []
-        self._busy: list[tuple[int, ...]] = []
         self._queued: list[int] = []
         self._running: list[int] = []
         self._solve_s: list[float] = []
         self._solver_total_s = 0.0
         self._pending: tuple[float, int, float] | None = None
-        self._open = _OpenSegments()
-        self._closed = _ClosedSegments()
-        # The last mechanism columns seen, and the timeline's column of each.
-        self._to_column: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0, dtype=np.intp))
+        self._segments = SegmentBuilder()
+        # The last mechanism columns seen, the timeline's column of each, and whether those
+        # are the same (the common case: nothing to translate).
+        self._to_column: tuple[tuple[str, ...], np.ndarray, bool] = (
+            (),
+            np.zeros(0, dtype=np.intp),
+            True,
+        )
 
     def cluster_changed(self, cluster: Cluster) -> None:
         """Worker types the cluster gained get a column; capacity is the most seen."""
+        self._count_busy()  # the rounds before: as wide as the columns were then
         for worker_type in cluster.worker_types:
             count = cluster.gpus_per_type[worker_type]
             column = self._columns.get(worker_type)
@@ -458,28 +403,50 @@ class TimelineRecorder:
         if tuple(worker_types) != self._to_column[0]:
             columns = self._columns
             to_column = np.array([columns[w] for w in worker_types], dtype=np.intp)
-            self._to_column = (tuple(worker_types), to_column)
-        unit_columns = self._to_column[1][unit_columns]
-        busy = np.bincount(unit_columns, weights=unit_gpus, minlength=len(self.worker_types))
-        # A job that finished early stops holding its GPUs then.
-        held = start + unit_exec_s
+            same = bool((to_column == np.arange(len(to_column))).all())
+            self._to_column = (tuple(worker_types), to_column, same)
+        if not self._to_column[2]:
+            unit_columns = self._to_column[1][unit_columns]
         if sizes is None:
-            job_columns, job_gpus = unit_columns, unit_gpus
+            job_columns, job_gpus, job_exec_s = unit_columns, unit_gpus, unit_exec_s
         else:
             job_columns = np.repeat(unit_columns, sizes)
             job_gpus = np.repeat(unit_gpus, sizes)
-            held = np.repeat(held, sizes)
-        end = np.where((stopped > held) | (stopped < start), held, stopped)
+            job_exec_s = np.repeat(unit_exec_s, sizes)
         positions = self._index.positions(job_ids)
         if positions is None:
             positions = self._first_seen_running(job_ids, states())
-        self._extend_segments(positions, index, end, job_columns, job_gpus)
         running = len(job_ids)
         self._time_s.append(start)
-        self._busy.append(tuple(busy.astype(np.int64).tolist()))
         self._queued.append(active - running)
         self._running.append(running)
         self._solve_s.append(solve)
+        uncounted = self._uncounted
+        uncounted.append((unit_columns, unit_gpus))
+        self._uncounted_units += len(unit_columns)
+        if self._uncounted_units >= BATCH_ENTRIES or len(uncounted) >= BATCH_ROUNDS:
+            self._count_busy()
+        self._segments.ran(
+            index, start, positions, job_exec_s, stopped, job_columns, job_gpus, len(self._index)
+        )
+
+    def _count_busy(self) -> None:
+        """The busy GPUs per worker type of the rounds not counted yet, for all at once."""
+        uncounted = self._uncounted
+        if not uncounted:
+            return
+        width = len(self.worker_types)
+        rounds = len(uncounted)
+        unit_columns, unit_gpus = zip(*uncounted, strict=True)
+        round_of = np.repeat(np.arange(rounds), list(map(len, unit_columns)))
+        busy = np.bincount(
+            round_of * width + np.concatenate(unit_columns),
+            weights=np.concatenate(unit_gpus),
+            minlength=rounds * width,
+        )
+        self._busy.extend(map(tuple, busy.astype(np.int64).reshape(rounds, width).tolist()))
+        uncounted.clear()
+        self._uncounted_units = 0
 
     def _first_seen_running(self, job_ids: np.ndarray, jobs: list[JobState]) -> np.ndarray:
         """The jobs' indexes in the segment columns, where some run without having been
@@ -491,46 +458,6 @@ class TimelineRecorder:
         positions = self._index.positions(job_ids)
         assert positions is not None
         return positions
-
-    def _extend_segments(
-        self,
-        positions: np.ndarray,
-        index: int,
-        end: np.ndarray,
-        columns: np.ndarray,
-        gpus: np.ndarray,
-    ) -> None:
-        """A job that ran the round before on the same worker type and GPU count extends
-        its segment to `end`; any other closes its segment (if it had one) and opens one."""
-        segments = self._open
-        segments.make_room(len(self._index))
-        last = segments.last[positions]
-        same = (
-            (last == index - 1)
-            & (segments.column[positions] == columns)
-            & (segments.gpus[positions] == gpus)
-        )
-        if not same.all():
-            # The others close their segment (if they had one; read before it is replaced)
-            # and open one from this round.
-            moved = ~same
-            fresh = positions[moved]
-            closing = fresh[last[moved] != _NO_ROUND]
-            if len(closing):
-                self._closed.add(
-                    (
-                        closing.astype(np.int32),
-                        segments.first[closing],
-                        segments.end[closing],
-                        segments.column[closing],
-                        segments.gpus[closing],
-                    )
-                )
-            segments.first[fresh] = index
-            segments.column[fresh] = columns[moved]
-            segments.gpus[fresh] = gpus[moved]
-        segments.end[positions] = end
-        segments.last[positions] = index
 
     def batch_sizes_seen(
         self,
@@ -551,6 +478,7 @@ class TimelineRecorder:
                 _note_batch_size(track, time_s, change.job_type)
 
     def timeline(self) -> Timeline:
+        self._count_busy()
         worker_types = tuple(self.worker_types)
         width = len(worker_types)
         rounds = Rounds(
@@ -581,19 +509,8 @@ class TimelineRecorder:
     def _segment_columns(self, worker_types: tuple[str, ...]) -> tuple[SegmentColumns, list[int]]:
         """Every job's segments, closed then open (copies: recording goes on), and where
         each job's begin in their order (by the job's index)."""
-        segments = self._open
         jobs = len(self._index)
-        segments.make_room(jobs)
-        still_open = np.flatnonzero(segments.last[:jobs] != _NO_ROUND)
-        job, first, end, column, gpus = self._closed.joined_with(
-            (
-                still_open.astype(np.int32),
-                segments.first[still_open],
-                segments.end[still_open],
-                segments.column[still_open],
-                segments.gpus[still_open],
-            )
-        )
+        job, first, end, column, gpus = self._segments.columns(jobs)
         # Stable: a job's closed segments in the order they closed, its open one last.
         order = np.argsort(job, kind="stable").astype(np.int32)
         bounds = [0, *np.cumsum(np.bincount(job, minlength=jobs)).tolist()]
