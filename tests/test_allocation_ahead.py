@@ -17,8 +17,15 @@ from hypothesis import strategies as st
 from results_documents import comparable
 
 from shock.core import allocation_ahead
-from shock.core.allocation_ahead import AllocationAhead, PredictedJobs, gone_by_round
+from shock.core.allocation_ahead import AllocationAhead
 from shock.core.allocation_check import allocate_checked
+from shock.core.allocation_prediction import (
+    ArrivalTable,
+    NextStep,
+    PredictedJobs,
+    gone_by_round,
+    predict_next,
+)
 from shock.core.engine import Engine
 from shock.core.policy import Allocation, Policy, PolicyInput
 from shock.core.results import RunResult
@@ -120,6 +127,9 @@ def test_a_run_is_the_same_with_allocations_ahead(name: str) -> None:
     # Most allocations came from the worker (not the first: nothing was predicted before it).
     assert stats.used > with_ahead.metrics.allocations / 2
     assert stats.used + stats.missed <= with_ahead.metrics.allocations
+    # And most of those the worker had computed before it was asked: it predicted them from
+    # the allocation before.
+    assert stats.guessed > stats.used / 2
     assert engine.ahead._process is None  # stopped with the run
 
 
@@ -212,6 +222,9 @@ class NoArrivals:
     def until(self, time_s: float) -> list[Any]:
         return []
 
+    def following(self, time_s: float, count: int) -> tuple[list[Any], float]:
+        return [], float("inf")
+
 
 @needs_two_cpus
 def test_an_answer_is_used_only_when_the_fields_read_match() -> None:
@@ -300,3 +313,66 @@ def test_rounds_until_jobs_are_gone(jobs: list[tuple[float, float, float]]) -> N
             assert rounds >= 1
             assert steps <= now + rounds * later * (1 + 1e-12)
             assert steps > now + (rounds - 1) * later * (1 - 1e-12)
+
+
+def _asked(ids: list[int], now: float) -> PredictedJobs:
+    count = len(ids)
+    return PredictedJobs(
+        np.array(ids),
+        np.ones(count),
+        np.ones(count),
+        np.full((count, 3), 2.0),
+        now=now,
+        worker_types=("k80", "p100", "v100"),
+        capacity=np.array([4.0, 4.0, 4.0]),
+        prices=None,
+        round_length_s=100.0,
+        entity_weights=None,
+    )
+
+
+def _arrivals(times: list[float], ids: list[int]) -> ArrivalTable:
+    count = len(times)
+    return ArrivalTable(
+        np.array(times),
+        np.array(ids),
+        np.ones(count, dtype=np.int64),
+        np.ones(count),
+        np.full(count, 1e6),
+        np.full((count, 3), 3.0),
+    )
+
+
+def test_the_worker_predicts_the_allocation_after_the_one_it_computed() -> None:
+    start = 1000.0
+    asked = _asked([1, 2, 3], start)
+    # Job 1 runs a whole GPU (200 steps a round), job 2 half of one, job 3 not at all.
+    fractions = np.array([[1.0, 0.0, 0.0], [0.0, 0.5, 0.0], [0.0, 0.0, 0.0]])
+    # Job 1 has a round and a half left: gone by round 2 (its first round, then half).
+    steps_left = np.array([300.0, 1e5, 50.0])
+    # Arrivals: job 0 at round 3 (ids need not follow arrival order), job 9 at round 10.
+    arrivals = _arrivals([start - 50.0, start + 250.0, start + 1000.0], [7, 0, 9])
+    step = NextStep(steps_left, 6, True, 100.0, 1)
+    predicted = predict_next(asked, fractions, step, arrivals)
+    assert predicted is not None
+    # The next allocation may come 6 rounds on (a job left before): job 1 is gone, job 0
+    # has arrived (with its own rates), job 9 not yet; ordered by id.
+    assert predicted.now == start + 600.0
+    assert predicted.job_ids.tolist() == [0, 2, 3]
+    assert predicted.throughputs.tolist() == [[3.0] * 3, [2.0] * 3, [2.0] * 3]
+    assert predicted.worker_types == asked.worker_types
+    # Re-allocating every round: the very next round.
+    every_round = predict_next(asked, fractions, replace(step, waits_for_change=False), arrivals)
+    assert every_round is not None
+    assert every_round.now == start + 600.0 and every_round.job_ids.tolist() == [0, 2, 3]
+    step_one = replace(step, first_round=1, waits_for_change=False)
+    next_round = predict_next(asked, fractions, step_one, arrivals)
+    assert next_round is not None
+    assert next_round.now == start + 100.0 and next_round.job_ids.tolist() == [1, 2, 3]
+    # Waiting for a change: nothing leaves before job 1 does (round 2) and nothing arrives.
+    waiting = predict_next(asked, fractions, replace(step, first_round=1), _arrivals([], []))
+    assert waiting is not None
+    assert waiting.now == start + 200.0 and waiting.job_ids.tolist() == [2, 3]
+    # Nobody ever leaves and nobody arrives: no allocation is due.
+    idle = np.zeros((3, 3))
+    assert predict_next(asked, idle, replace(step, first_round=1), _arrivals([], [])) is None

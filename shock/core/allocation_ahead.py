@@ -31,15 +31,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 import numpy as np
 
+from shock.core.allocation_prediction import (
+    ArrivalTable,
+    NextStep,
+    PredictedInput,
+    PredictedJobs,
+    same_value,
+)
 from shock.core.model import JobSpec
-from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
+from shock.core.policy import Allocation, Policy, PolicyInput
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
 
@@ -74,110 +81,19 @@ def wanted() -> bool:
 
 
 class Arrivals(Protocol):
-    """The jobs known to arrive that are not admitted yet."""
+    """The run's jobs in arrival order, and how far they have arrived."""
 
-    def next_time(self) -> float:
-        """When the next one arrives (infinity: none is known)."""
+    def schedule(self) -> Sequence[JobSpec]:
+        """Every job of the run, in arrival order: the same object until the jobs change."""
         ...
 
-    def until(self, time_s: float) -> Sequence[JobSpec]:
-        """Those that arrive by `time_s`, in arrival order."""
+    def next_index(self) -> int:
+        """The index in `schedule` of the next job to arrive (its length: none is left)."""
         ...
 
     def jobs_left(self) -> int:
         """The run's jobs still to arrive or to finish."""
         ...
-
-
-def gone_by_round(
-    steps_left: np.ndarray, this_round: np.ndarray, per_round: np.ndarray
-) -> np.ndarray:
-    """For each job, the round start (counted from now: 1 is the next one) by which it will
-    have finished, if it makes `this_round` steps in this round and `per_round` in each round
-    after (infinity: never)."""
-    remaining = steps_left - this_round
-    gone = np.full(len(remaining), np.inf)
-    np.divide(remaining, per_round, out=gone, where=per_round > 0)
-    np.ceil(gone, out=gone)
-    gone += 1.0
-    gone[remaining <= 0] = 1.0
-    return gone
-
-
-class NoJobViews(Exception):
-    """A predicted input has no job views; a policy that reads them cannot be predicted."""
-
-
-def _no_job_views() -> tuple[PolicyJob, ...]:
-    raise NoJobViews
-
-
-_OWN_METHODS = frozenset({"fields_read", "field"})
-
-
-class PredictedInput(PolicyInput):
-    """A policy input for a predicted set of jobs, that records the fields a policy reads
-    (it has no job views)."""
-
-    def __getattribute__(self, name: str) -> Any:
-        if name[0] != "_" and name not in _OWN_METHODS:
-            reads = object.__getattribute__(self, "__dict__").setdefault("_reads", set())
-            reads.add(name)
-        return object.__getattribute__(self, name)
-
-    def fields_read(self) -> frozenset[str]:
-        return frozenset(object.__getattribute__(self, "__dict__").get("_reads", ()))
-
-    def field(self, name: str) -> Any:
-        """A field's value, not recorded as read."""
-        return object.__getattribute__(self, name)
-
-
-@dataclass(frozen=True, slots=True)
-class PredictedJobs:
-    """What a predicted input holds besides the run's fixed table: sent to the worker."""
-
-    job_ids: np.ndarray  # by id
-    scale_factors: np.ndarray
-    priority_weights: np.ndarray
-    throughputs: np.ndarray
-    now: float
-    worker_types: tuple[str, ...]
-    capacity: np.ndarray
-    prices: np.ndarray | None
-    round_length_s: float | None
-    entity_weights: Mapping[str, float] | None
-
-    def value(self, name: str, table: ThroughputTable, ids: tuple[int, ...]) -> Any:
-        """The predicted input's field `name` (`ids`: the job ids as a tuple), without
-        building it; `_MISSING` for a name it has no value for."""
-        if name == "job_ids":
-            return ids
-        if name == "table":
-            return table
-        return getattr(self, name, _MISSING) if name in _SENT else _MISSING
-
-    def input(self, table: ThroughputTable) -> PredictedInput:
-        problem = PredictedInput.of_job_columns(
-            _no_job_views,
-            tuple(self.job_ids.tolist()),
-            self.scale_factors,
-            self.priority_weights,
-            now=self.now,
-            worker_types=self.worker_types,
-            capacity=self.capacity,
-            throughputs=self.throughputs,
-            table=table,
-            prices=self.prices,
-            round_length_s=self.round_length_s,
-            entity_weights=self.entity_weights,
-        )
-        assert isinstance(problem, PredictedInput)
-        return problem
-
-
-_MISSING = object()
-_SENT = frozenset(PredictedJobs.__slots__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +119,7 @@ class Answer:
     round_order: tuple[Any, ...] | None = None
     fields_read: frozenset[str] = frozenset()
     needs_job_views: bool = False
+    guessed: bool = False  # computed before it was asked for (see allocation_worker.py)
 
     @classmethod
     def of(cls, seq: int, allocation: Allocation, problem: PredictedInput) -> Answer:
@@ -230,26 +147,11 @@ class Answer:
         )
 
 
-def same_value(real: Any, predicted: Any) -> bool:
-    """Whether a field of the real input equals the predicted one exactly (arrays: same
-    dtype, shape and elements)."""
-    if real is predicted:
-        return True
-    if isinstance(real, np.ndarray) or isinstance(predicted, np.ndarray):
-        return (
-            isinstance(real, np.ndarray)
-            and isinstance(predicted, np.ndarray)
-            and real.dtype == predicted.dtype
-            and real.shape == predicted.shape
-            and bool(np.array_equal(real, predicted))
-        )
-    return type(real) is type(predicted) and bool(real == predicted)
-
-
 @dataclass(slots=True)
 class AheadStats:
     submitted: int = 0
     used: int = 0  # allocations answered by a computation made ahead
+    guessed: int = 0  # of those, computed by the worker before the request came
     missed: int = 0  # allocations computed on the spot although one was predicted
 
 
@@ -285,8 +187,19 @@ class AllocationAhead:
         """Whether predictions are wanted now (the worker is ready for them)."""
         return self.active and self._ready_now()
 
-    def submit(self, jobs: PredictedJobs) -> None:
-        """Have the worker compute the allocation of `jobs` (unless it has them already)."""
+    def send_arrivals(self, table: ArrivalTable) -> None:
+        """The run's arrivals for the worker's predictions (`NextStep`s index them)."""
+        if not self.predicting:
+            return
+        assert self._connection is not None
+        try:
+            self._connection.send_bytes(pickle.dumps(table, pickle.HIGHEST_PROTOCOL))
+        except OSError as error:
+            self._give_up(f"the worker is gone ({error})")
+
+    def submit(self, jobs: PredictedJobs, next_step: NextStep | None = None) -> None:
+        """Have the worker compute the allocation of `jobs` (unless it has them already), and
+        with `next_step`, predict and compute the one after it while it waits."""
         if not self.predicting:
             return
         ids = tuple(jobs.job_ids.tolist())
@@ -295,7 +208,7 @@ class AllocationAhead:
             return
         self._seq += 1
         try:
-            self._send(self._seq, jobs)
+            self._send(self._seq, jobs, next_step)
         except OSError as error:
             self._give_up(f"the worker is gone ({error})")
             return
@@ -325,10 +238,11 @@ class AllocationAhead:
                 if not same_value(getattr(problem, name), jobs.value(name, table, ids)):
                     allocation = None
                     break
-        if allocation is None:
+        if answer is None or allocation is None:
             self._missed(True)
             return None
         self.stats.used += 1
+        self.stats.guessed += answer.guessed
         self._misses_in_a_row = 0
         return allocation
 
@@ -400,9 +314,10 @@ class AllocationAhead:
             self._give_up(f"the worker did not start ({error})")
         return self._ready
 
-    def _send(self, seq: int, jobs: PredictedJobs) -> None:
+    def _send(self, seq: int, jobs: PredictedJobs, next_step: NextStep | None) -> None:
         assert self._connection is not None
-        self._connection.send_bytes(pickle.dumps((seq, jobs), pickle.HIGHEST_PROTOCOL))
+        message = (seq, jobs, next_step)
+        self._connection.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
 
     def _answer(self, seq: int) -> Answer | None:
         """The worker's answer to `seq` (older answers are dropped), waiting for it."""

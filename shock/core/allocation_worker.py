@@ -1,9 +1,13 @@
 """The worker process of `allocation_ahead`: computes allocations of predicted inputs.
 
 Started as `python -m shock.core.allocation_worker FD` with one end of a socket pair: it
-reads its `WorkerSetup`, says "ready", then answers each request `(seq, PredictedJobs)` with
-an `Answer`, always the newest request it has (older ones are obsolete). It stops on `None`
-or when the connection closes (the run's process went away).
+reads its `WorkerSetup`, says "ready", then answers each request `(seq, PredictedJobs,
+NextStep | None)` with an `Answer`, always the newest request it has (older ones are
+obsolete). It stops on `None` or when the connection closes (the run's process went away).
+
+Between requests it does not wait idle: with a `NextStep` it predicts the allocation after the
+one it answered and computes that one too. The run's next request is usually that input; it
+is then answered at once.
 """
 
 from __future__ import annotations
@@ -12,17 +16,62 @@ import pickle
 import signal
 import sys
 import time
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 
 import numpy as np
 
-from shock.core.allocation_ahead import Answer, NoJobViews, PredictedJobs, WorkerSetup
+from shock.core.allocation_ahead import Answer, WorkerSetup
 from shock.core.allocation_check import allocate_checked
+from shock.core.allocation_prediction import (
+    MISSING,
+    ArrivalTable,
+    NextStep,
+    NoJobViews,
+    PredictedJobs,
+    predict_next,
+    same_value,
+)
 from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
+from shock.core.throughputs import ThroughputTable
 
 # How long the worker polls for the next request before it sleeps on the connection (waking
 # a sleeping process costs about as much as a small solve on a virtual machine).
 _SPIN_S = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class _Guess:
+    """An allocation computed for a predicted input nobody asked for yet."""
+
+    jobs: PredictedJobs
+    ids: tuple[int, ...]
+    answer: Answer
+
+    def answers(self, jobs: PredictedJobs, table: ThroughputTable) -> bool:
+        """Whether it is the allocation of `jobs`: equal in every field it read."""
+        ids = tuple(jobs.job_ids.tolist())
+        for name in self.answer.fields_read:
+            asked = jobs.value(name, table, ids)
+            if asked is MISSING or not same_value(asked, self.jobs.value(name, table, self.ids)):
+                return False
+        return True
+
+
+def guess_next(
+    setup: WorkerSetup,
+    jobs: PredictedJobs,
+    answered: Answer,
+    step: NextStep,
+    arrivals: ArrivalTable,
+) -> _Guess | None:
+    """The allocation after `answered` (the allocation of `jobs`), as predicted by `step`."""
+    if answered.fractions is None or answered.keys is not None:
+        return None  # (keys of its own: not one row per job)
+    predicted = predict_next(jobs, answered.fractions, step, arrivals)
+    if predicted is None:
+        return None
+    return _Guess(predicted, tuple(predicted.job_ids.tolist()), answer(setup, 0, predicted))
 
 
 def answer(setup: WorkerSetup, seq: int, jobs: PredictedJobs) -> Answer:
@@ -63,19 +112,38 @@ def serve(connection: Connection) -> None:
     assert isinstance(setup, WorkerSetup)
     warm_up(setup)
     send(connection, "ready")
+    guess: _Guess | None = None
+    arrivals: ArrivalTable | None = None
     idle_since = time.perf_counter()
     while True:
         if not connection.poll(0):
             if time.perf_counter() - idle_since < _SPIN_S:
                 continue
             connection.poll(None)
-        request = pickle.loads(connection.recv_bytes())
-        while request is not None and connection.poll(0):
-            request = pickle.loads(connection.recv_bytes())  # a newer prediction replaces it
+        # Everything that came: the arrivals to keep, the newest request (a newer prediction
+        # replaces an older one), or the stop.
+        request = None
+        while True:
+            message = pickle.loads(connection.recv_bytes())
+            if message is None:
+                return
+            if isinstance(message, ArrivalTable):
+                arrivals = message
+            else:
+                request = message
+            if not connection.poll(0):
+                break
         if request is None:
-            return
-        seq, jobs = request
-        send(connection, answer(setup, seq, jobs))
+            continue
+        seq, jobs, step = request
+        if guess is not None and guess.answers(jobs, setup.table):
+            answered = replace(guess.answer, seq=seq, guessed=True)
+        else:
+            answered = answer(setup, seq, jobs)
+        send(connection, answered)
+        guess = None
+        if step is not None and arrivals is not None and not connection.poll(0):
+            guess = guess_next(setup, jobs, answered, step, arrivals)
         idle_since = time.perf_counter()
 
 

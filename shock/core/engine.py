@@ -105,25 +105,16 @@ class _Upcoming:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def next_time(self) -> float:
-        engine = self.engine
-        if engine.next_arrival < len(engine.jobs):
-            return engine.jobs[engine.next_arrival].arrival_time
-        return float("inf")
+    def schedule(self) -> tuple[JobSpec, ...]:
+        return self.engine.jobs
+
+    def next_index(self) -> int:
+        return self.engine.next_arrival
 
     def jobs_left(self) -> int:
         engine = self.engine
         active = 0 if engine.mechanism is None else len(engine.mechanism.active)
         return len(engine.jobs) - engine.next_arrival + active
-
-    def until(self, time_s: float) -> list[JobSpec]:
-        engine = self.engine
-        jobs, index = engine.jobs, engine.next_arrival
-        arriving = []
-        while index < len(jobs) and jobs[index].arrival_time <= time_s:
-            arriving.append(jobs[index])
-            index += 1
-        return arriving
 
 
 class _Hooks:

@@ -20,11 +20,19 @@ from typing import Any, NamedTuple, cast
 
 import numpy as np
 
-from shock.core.allocation_ahead import AllocationAhead, PredictedJobs, gone_by_round
+from shock.core.allocation_ahead import AllocationAhead
 from shock.core.allocation_check import (
     allocate_checked,
     check_resource_placement,
     placed_in_order,
+)
+from shock.core.allocation_prediction import (
+    ArrivalTable,
+    NextStep,
+    allocation_round,
+    first_round,
+    gone_by_round,
+    predicted_jobs,
 )
 from shock.core.errors import InputError
 from shock.core.greedy_walk import descending_order, take_at_first_entries, take_jobs_alone
@@ -396,6 +404,8 @@ class Mechanism:
         self.ahead: AllocationAhead | None = None
         self._allocation_predicted_at = 0.0  # when the last prediction expects it
         self._rates_by_kind: dict[tuple[str, int], list[float]] = {}  # for predictions
+        # The run's arrivals as the look-ahead last had them: (jobs, worker types, table).
+        self._arrivals_made: tuple[Sequence[JobSpec], Sequence[str], ArrivalTable] | None = None
         # A round's selection as (slots, worker-type columns, rows taken per column) where the
         # selection had them as arrays (None: read its units).
         self._chosen_rows: tuple[np.ndarray, list[int], list[list[int]]] | None = None
@@ -639,6 +649,8 @@ class Mechanism:
         self.stats.solver_seconds += time.perf_counter() - started
         self.stats.allocations += 1
         self.install_allocation(self.allocation)
+        if self.ahead is not None and not self.pairs and self.ahead.predicting:
+            self._allocate_ahead(now, None)
         return True
 
     def install_allocation(self, allocation: Allocation) -> None:
@@ -821,93 +833,111 @@ class Mechanism:
             chosen = self._select_by_priority(order)
         else:
             chosen = self._select_by_time_owed(order, now)
-        if self.ahead is not None and not self.pairs and self.ahead.predicting:
-            self._allocate_ahead(now, chosen, allocated)
+        if self.ahead is not None and not allocated and not self.pairs and self.ahead.predicting:
+            self._allocate_ahead(now, chosen)
         assignments = self._place(order, chosen)
         self._count_leases(assignments)
         return assignments
 
-    def _allocate_ahead(self, now: float, chosen: dict[int, list[Unit]], allocated: bool) -> None:
+    def _allocate_ahead(self, now: float, chosen: dict[int, list[Unit]] | None) -> None:
         """Hand the look-ahead the input of the next allocation as it will most likely be:
-        right after an allocation, and again if it did not come when predicted."""
-        if not allocated and now < self._allocation_predicted_at:
+        right after an allocation (`chosen` None: this round's choice is not made yet; the
+        sooner the worker has it, the sooner it answers), and again, with the round's
+        `chosen` units, if it did not come when predicted."""
+        if chosen is not None and now < self._allocation_predicted_at:
             return
         ahead = self.ahead
         assert ahead is not None
         config = self.config
         length = config.round_length_s
         every_round = self.policy.reallocate_every_round or config.reallocate_every_round
-        # The first round start (`first` rounds from now) at which an allocation may come.
-        first, start = 1, now + length
-        while not every_round and start - self.last_reset_s < config.min_allocation_interval_s:
-            first, start = first + 1, start + length
+        interval = config.min_allocation_interval_s
+        first = first_round(now, self.last_reset_s, length, interval, every_round)
         counters = self.counters
         slots = self._jobs_by_id()[0]
         rates = counters.rates
-        # Steps each job makes in this round (its worker type is chosen) and, after it, in an
-        # average round of its allocation.
-        this_round = np.zeros(len(counters.owner))
+        steps_left = counters.total_steps[slots] - counters.steps_done[slots]
+        # Steps each job makes in an average round of its allocation, and in this one (at its
+        # chosen type's rate, where the round's choice is made).
+        rows = counters.block[slots]
+        per_round = (rows[:, SHARES] * rows[:, RATES]).sum(axis=1) * length
+        if chosen is None:
+            this_round_steps = per_round
+        else:
+            this_round_steps = self._chosen_rates(chosen)[slots] * length
+        gone_at = gone_by_round(steps_left, this_round_steps, per_round)
+        arrivals = self._arrival_table()
+        next_arrival = ahead.arrivals.next_index()
+        # Unless something changed already, the allocation comes when a job arrives or leaves.
+        waits = not (self.need_allocation or every_round)
+        next_arrival_in = arrivals.next_arrival_s(next_arrival) - now
+        target = allocation_round(first, gone_at, next_arrival_in, length, waits)
+        if target == np.inf:
+            self._allocation_predicted_at = np.inf
+            return
+        at = now + target * length
+        self._allocation_predicted_at = at
+        stays = gone_at > target
+        staying = slots[stays]
+        arriving = slice(next_arrival, arrivals.arrived_by(next_arrival, at))
+        # Each job's steps left when it comes, for the worker's prediction of the one after.
+        steps_then = np.concatenate(
+            [
+                (steps_left - this_round_steps - (target - 1) * per_round)[stays],
+                arrivals.total_steps[arriving],
+            ]
+        )
+        jobs, steps_by_id = predicted_jobs(
+            (counters.job_id[staying], counters.gpus[staying], counters.weight[staying],
+             rates[staying]),
+            arrivals.columns(arriving),
+            steps_then,
+            now=at,
+            worker_types=self.worker_types,
+            capacity=self.capacity,
+            prices=self.prices,
+            round_length_s=length,
+            entity_weights=self.entity_weights,
+        )  # fmt: skip
+        assert steps_by_id is not None
+        next_step = NextStep(
+            steps_by_id,
+            first_round(at, at, length, interval, every_round),
+            not every_round,
+            length,
+            arriving.stop,
+        )
+        ahead.submit(jobs, next_step)
+
+    def _chosen_rates(self, chosen: dict[int, list[Unit]]) -> np.ndarray:
+        """Each slot's rate on the worker type this round chose for it (0: none)."""
+        counters = self.counters
+        rates = counters.rates
+        chosen_rates = np.zeros(len(counters.owner))
         if self._chosen_rows is not None:  # the selection's rows, as arrays
             of_rows, columns, taken = self._chosen_rows
             for column, rows in zip(columns, taken, strict=True):
                 picked = of_rows[rows]
-                this_round[picked] = rates[picked, column]
-        else:
-            for column, units in chosen.items():
-                if units:
-                    picked = np.fromiter(map(_unit_slot, units), np.intp, len(units))
-                    this_round[picked] = rates[picked, column]
-        steps_left = counters.total_steps[slots] - counters.steps_done[slots]
-        rows = counters.block[slots]
-        gone_at = gone_by_round(
-            steps_left,
-            this_round[slots] * length,
-            (rows[:, SHARES] * rows[:, RATES]).sum(axis=1) * length,
-        )
-        arrivals = ahead.arrivals
-        target = first
-        if not (self.need_allocation or every_round):
-            # Nothing changed yet: the allocation comes when a job arrives or leaves.
-            next_arrival = arrivals.next_time() - now
-            soonest = min(
-                float(gone_at.min(initial=np.inf)),
-                max(1.0, np.ceil(next_arrival / length)) if next_arrival < np.inf else np.inf,
-            )
-            if soonest == np.inf:
-                self._allocation_predicted_at = np.inf
-                return
-            target = max(first, int(soonest))
-        self._allocation_predicted_at = now + target * length
-        staying = slots[gone_at > target]
-        arriving = arrivals.until(now + target * length)
-        job_ids = counters.job_id[staying]
-        gpus, weights = counters.gpus[staying], counters.weight[staying]
-        throughputs = rates[staying]
-        if arriving:
-            job_ids = np.concatenate([job_ids, [job.job_id for job in arriving]])
-            gpus = np.concatenate([gpus, [job.scale_factor for job in arriving]])
-            weights = np.concatenate([weights, [job.priority_weight for job in arriving]])
-            arriving_rates = [self._predicted_rates(job) for job in arriving]
-            throughputs = np.concatenate([throughputs, arriving_rates])
-            if len(job_ids) > 1 and not (job_ids[1:] > job_ids[:-1]).all():
-                # (Usually not: jobs arrive in id order.)
-                by_id = np.argsort(job_ids, kind="stable")
-                job_ids, gpus = job_ids[by_id], gpus[by_id]
-                weights, throughputs = weights[by_id], throughputs[by_id]
-        ahead.submit(
-            PredictedJobs(
-                job_ids,
-                gpus,
-                weights,
-                throughputs,
-                now=now + target * length,
-                worker_types=self.worker_types,
-                capacity=self.capacity,
-                prices=self.prices,
-                round_length_s=length,
-                entity_weights=self.entity_weights,
-            )
-        )
+                chosen_rates[picked] = rates[picked, column]
+            return chosen_rates
+        for column, units in chosen.items():
+            if units:
+                picked = np.fromiter(map(_unit_slot, units), np.intp, len(units))
+                chosen_rates[picked] = rates[picked, column]
+        return chosen_rates
+
+    def _arrival_table(self) -> ArrivalTable:
+        """The run's arrivals as columns, made again (and sent to the worker) when the jobs
+        or the worker types change."""
+        ahead = self.ahead
+        assert ahead is not None
+        schedule = ahead.arrivals.schedule()
+        made = self._arrivals_made
+        if made is None or made[0] is not schedule or made[1] is not self.worker_types:
+            table = ArrivalTable.of(schedule, self._predicted_rates, len(self.worker_types))
+            made = self._arrivals_made = (schedule, self.worker_types, table)
+            ahead.send_arrivals(table)
+        return made[2]
 
     def _select_by_time_owed(self, order: list[int], now: float) -> dict[int, list[Unit]]:
         """Greedy walk over all (unit, type) pairs by the time each is owed since the last
