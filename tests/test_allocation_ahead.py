@@ -5,6 +5,7 @@ them when the policy cannot be predicted or the worker dies."""
 from __future__ import annotations
 
 import os
+import pickle
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -376,3 +377,28 @@ def test_the_worker_predicts_the_allocation_after_the_one_it_computed() -> None:
     # Nobody ever leaves and nobody arrives: no allocation is due.
     idle = np.zeros((3, 3))
     assert predict_next(asked, idle, replace(step, first_round=1), _arrivals([], [])) is None
+
+
+def test_requests_and_answers_cross_to_the_worker_unchanged() -> None:
+    """They are pickled with their arrays as raw bytes: same values, dtypes and shapes, and
+    writable arrays on the other side."""
+    jobs = replace(
+        _asked([4, 9], 50.0),
+        scale_factors=np.array([1, 2], dtype=np.int64),
+        prices=np.array([0.5, 1.0, 3.0]),
+        entity_weights={"lab": 2.0},
+    )
+    step = NextStep(np.array([10.0, 20.0]), 6, True, 100.0, 3)
+    answer = allocation_ahead.Answer(7, np.full((2, 3), 0.25), 1.5, None, None, None,
+                                     frozenset({"job_ids", "throughputs"}), False, True)  # fmt: skip
+    sent_jobs, sent_step, sent_answer = pickle.loads(pickle.dumps((jobs, step, answer)))
+    for original, sent in ((jobs, sent_jobs), (step, sent_step), (answer, sent_answer)):
+        for name in type(original).__slots__:
+            value, copied = getattr(original, name), getattr(sent, name)
+            if isinstance(value, np.ndarray):
+                assert copied.dtype == value.dtype and copied.shape == value.shape
+                assert np.array_equal(copied, value) and copied.flags.writeable
+            else:
+                assert copied == value
+    empty = allocation_ahead.Answer(8, None)
+    assert pickle.loads(pickle.dumps(empty)) == empty

@@ -11,8 +11,11 @@ the allocation check) read; otherwise the policy runs on the spot, as always. So
 the same with or without it.
 
 A process, not a thread: the policy's Python then runs in parallel too, not only the solver.
-Both sides poll the connection while they expect a message instead of sleeping on it, since
-waking a sleeping process costs about as much as a small solve on a virtual machine. The
+Both sides spin on the connection while they expect a message instead of sleeping on it,
+since waking a sleeping process costs about as much as a small solve on a virtual machine; they
+spin on a non-blocking peek, not poll(), so that the other side's writes wake nobody
+(`socket_peek.py`). The worker computes one allocation further than it is asked for (see
+`allocation_worker.py`), and messages carry their arrays as raw bytes. The
 worker starts only once a run has made enough allocations to be worth it, and the run goes on
 synchronously until it is ready (or for good, if it cannot start or dies).
 
@@ -41,12 +44,16 @@ import numpy as np
 from shock.core.allocation_prediction import (
     ArrivalTable,
     NextStep,
+    PackedArray,
     PredictedInput,
     PredictedJobs,
+    packed,
     same_value,
+    unpacked,
 )
 from shock.core.model import JobSpec
 from shock.core.policy import Allocation, Policy, PolicyInput
+from shock.core.socket_peek import SocketPeek
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
 
@@ -135,6 +142,22 @@ class Answer:
             problem.fields_read(),
         )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _answer_of,
+            (
+                self.seq,
+                None if self.fractions is None else packed(self.fractions),
+                self.objective,
+                self.keys,
+                self.worker_types,
+                self.round_order,
+                "\n".join(self.fields_read),  # (one string pickles faster than a set)
+                self.needs_job_views,
+                self.guessed,
+            ),
+        )
+
     def allocation(self, jobs: PredictedJobs, ids: tuple[int, ...]) -> Allocation | None:
         if self.fractions is None:
             return None
@@ -145,6 +168,30 @@ class Answer:
             self.objective,
             self.round_order,
         )
+
+
+def _answer_of(
+    seq: int,
+    fractions: PackedArray | None,
+    objective: float | None,
+    keys: tuple[Any, ...] | None,
+    worker_types: tuple[str, ...] | None,
+    round_order: tuple[Any, ...] | None,
+    fields_read: str,
+    needs_job_views: bool,
+    guessed: bool,
+) -> Answer:
+    return Answer(
+        seq,
+        None if fractions is None else unpacked(fractions),
+        objective,
+        keys,
+        worker_types,
+        round_order,
+        frozenset(fields_read.split("\n")) if fields_read else frozenset(),
+        needs_job_views,
+        guessed,
+    )
 
 
 @dataclass(slots=True)
@@ -177,6 +224,7 @@ class AllocationAhead:
     _allocations: int = 0
     _process: subprocess.Popen[bytes] | None = None
     _connection: Connection | None = None
+    _peek: SocketPeek | None = None  # whether the worker's next message is there
     _ready: bool = False
     _seq: int = 0
     _pending: _Pending | None = None
@@ -250,6 +298,9 @@ class AllocationAhead:
         """Stop the worker (it also stops by itself when this process goes away)."""
         connection, process = self._connection, self._process
         self._connection = self._process = None
+        if self._peek is not None:
+            self._peek.close()
+            self._peek = None
         self.active = False
         if connection is not None:
             with contextlib.suppress(OSError):
@@ -289,6 +340,7 @@ class AllocationAhead:
         finally:
             theirs.close()
         self._connection = Connection(os.dup(ours.fileno()))
+        self._peek = SocketPeek(ours.fileno())
         ours.close()
         self._connection.send_bytes(setup)
 
@@ -308,7 +360,7 @@ class AllocationAhead:
         if connection is None:
             return False
         try:
-            if connection.poll(0):
+            if self._peek is not None and self._peek.waiting():
                 self._ready = pickle.loads(connection.recv_bytes()) == "ready"
         except (OSError, EOFError) as error:
             self._give_up(f"the worker did not start ({error})")
@@ -321,15 +373,15 @@ class AllocationAhead:
 
     def _answer(self, seq: int) -> Answer | None:
         """The worker's answer to `seq` (older answers are dropped), waiting for it."""
-        connection = self._connection
-        if connection is None:
+        connection, peek = self._connection, self._peek
+        if connection is None or peek is None:
             return None
         started = time.perf_counter()
         try:
             while True:
                 waited = time.perf_counter() - started
                 if waited < _SPIN_S:
-                    arrived = connection.poll(0)
+                    arrived = peek.waiting()
                 else:
                     arrived = connection.poll(min(1.0, _ANSWER_TIMEOUT_S - waited))
                     if not arrived and waited >= _ANSWER_TIMEOUT_S:

@@ -69,6 +69,23 @@ class PredictedJobs:
     round_length_s: float | None
     entity_weights: Mapping[str, float] | None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _predicted_jobs_of,
+            (
+                packed(self.job_ids),
+                packed(self.scale_factors),
+                packed(self.priority_weights),
+                packed(self.throughputs),
+                self.now,
+                self.worker_types,
+                packed(self.capacity),
+                None if self.prices is None else packed(self.prices),
+                self.round_length_s,
+                self.entity_weights,
+            ),
+        )
+
     def value(self, name: str, table: ThroughputTable, ids: tuple[int, ...]) -> Any:
         """The predicted input's field `name` (`ids`: the job ids as a tuple), without
         building it; `MISSING` for a name it has no value for."""
@@ -99,6 +116,46 @@ class PredictedJobs:
 
 MISSING = object()
 _SENT = frozenset(PredictedJobs.__slots__)
+
+# An array as pickled between the run's process and the worker: its dtype, shape and bytes.
+# (Pickling a numpy array itself costs several microseconds, and a request and its answer
+# hold several.)
+PackedArray = tuple[str, tuple[int, ...], bytes]
+
+
+def packed(array: np.ndarray) -> PackedArray:
+    return array.dtype.str, array.shape, array.tobytes()
+
+
+def unpacked(state: PackedArray) -> np.ndarray:
+    dtype, shape, data = state
+    return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+
+
+def _predicted_jobs_of(
+    job_ids: PackedArray,
+    scale_factors: PackedArray,
+    priority_weights: PackedArray,
+    throughputs: PackedArray,
+    now: float,
+    worker_types: tuple[str, ...],
+    capacity: PackedArray,
+    prices: PackedArray | None,
+    round_length_s: float | None,
+    entity_weights: Mapping[str, float] | None,
+) -> PredictedJobs:
+    return PredictedJobs(
+        unpacked(job_ids),
+        unpacked(scale_factors),
+        unpacked(priority_weights),
+        unpacked(throughputs),
+        now,
+        worker_types,
+        unpacked(capacity),
+        None if prices is None else unpacked(prices),
+        round_length_s,
+        entity_weights,
+    )
 
 
 def same_value(real: Any, predicted: Any) -> bool:
@@ -170,6 +227,30 @@ class NextStep:
     waits_for_change: bool  # the next comes only once a job arrives or leaves
     round_length_s: float
     next_arrival: int  # the first job of the `ArrivalTable` to arrive after it
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _next_step_of,
+            (
+                packed(self.steps_left),
+                self.first_round,
+                self.waits_for_change,
+                self.round_length_s,
+                self.next_arrival,
+            ),
+        )
+
+
+def _next_step_of(
+    steps_left: PackedArray,
+    first_round: int,
+    waits_for_change: bool,
+    round_length_s: float,
+    next_arrival: int,
+) -> NextStep:
+    return NextStep(
+        unpacked(steps_left), first_round, waits_for_change, round_length_s, next_arrival
+    )
 
 
 def gone_by_round(

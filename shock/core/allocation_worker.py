@@ -33,6 +33,7 @@ from shock.core.allocation_prediction import (
     same_value,
 )
 from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
+from shock.core.socket_peek import SocketPeek
 from shock.core.throughputs import ThroughputTable
 
 # How long the worker polls for the next request before it sleeps on the connection (waking
@@ -108,6 +109,7 @@ def send(connection: Connection, message: object) -> None:
 
 
 def serve(connection: Connection) -> None:
+    peek = SocketPeek(connection.fileno())
     setup = pickle.loads(connection.recv_bytes())
     assert isinstance(setup, WorkerSetup)
     warm_up(setup)
@@ -116,7 +118,7 @@ def serve(connection: Connection) -> None:
     arrivals: ArrivalTable | None = None
     idle_since = time.perf_counter()
     while True:
-        if not connection.poll(0):
+        if not peek.waiting():
             if time.perf_counter() - idle_since < _SPIN_S:
                 continue
             connection.poll(None)
@@ -131,7 +133,7 @@ def serve(connection: Connection) -> None:
                 arrivals = message
             else:
                 request = message
-            if not connection.poll(0):
+            if not peek.waiting():
                 break
         if request is None:
             continue
@@ -142,7 +144,7 @@ def serve(connection: Connection) -> None:
             answered = answer(setup, seq, jobs)
         send(connection, answered)
         guess = None
-        if step is not None and arrivals is not None and not connection.poll(0):
+        if step is not None and arrivals is not None and not peek.waiting():
             guess = guess_next(setup, jobs, answered, step, arrivals)
         idle_since = time.perf_counter()
 
