@@ -389,8 +389,8 @@ def test_requests_and_answers_cross_to_the_worker_unchanged() -> None:
         entity_weights={"lab": 2.0},
     )
     step = NextStep(np.array([10.0, 20.0]), 6, True, 100.0, 3)
-    answer = allocation_ahead.Answer(7, np.full((2, 3), 0.25), 1.5, None, None, None,
-                                     frozenset({"job_ids", "throughputs"}), False, True)  # fmt: skip
+    read = frozenset({"job_ids", "throughputs"})
+    answer = allocation_ahead.Answer(7, np.full((2, 3), 0.25), 1.5, fields_read=read, guessed=True)
     sent_jobs, sent_step, sent_answer = pickle.loads(pickle.dumps((jobs, step, answer)))
     for original, sent in ((jobs, sent_jobs), (step, sent_step), (answer, sent_answer)):
         for name in type(original).__slots__:
