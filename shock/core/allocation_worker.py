@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
+from shock.core import matrix_lp
 from shock.core.allocation_ahead import Answer, WorkerSetup
 from shock.core.allocation_check import allocate_checked
 from shock.core.allocation_prediction import (
@@ -109,6 +110,7 @@ def send(connection: Connection, message: object) -> None:
 
 
 def serve(connection: Connection) -> None:
+    matrix_lp.lp_threads = 1  # (before the first instance: see there)
     peek = SocketPeek(connection.fileno())
     setup = pickle.loads(connection.recv_bytes())
     assert isinstance(setup, WorkerSetup)
