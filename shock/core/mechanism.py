@@ -1161,7 +1161,8 @@ class Mechanism:
         # stable ascending sort on the negated keys, ties in unit order; the entries the walk
         # skips last, cut off.
         sequences = np.lexsort((-shares, -deficit, -priority, skipped), axis=-1).tolist()
-        lengths = (len(slots) - np.count_nonzero(skipped, axis=1)).tolist()
+        # (A boolean sum: np.count_nonzero along an axis takes a slow path in Python.)
+        lengths = (len(slots) - skipped.sum(axis=1)).tolist()
         return [sequences[column][: lengths[column]] for column in order]
 
     def _priority_walks_few(self, slots: np.ndarray, order: list[int]) -> list[list[int]]:

@@ -270,14 +270,10 @@ class UnitCounters:
         deficit += share x elapsed - (received - half a round), and received restarts at
         half a round; the other entries stay as they are."""
         self.flush()
-        # The rows in use, gathered (a contiguous copy, a fraction of the matrices' rows),
-        # updated in place where moved, and written back.
-        rows = np.flatnonzero(self.in_use)
-        block = self.block[rows]
-        time_so_far, deficit = block[:, TIME_SO_FAR], block[:, DEFICIT]
-        should = np.where(self.allocated[rows][:, None], block[:, SHARES] * elapsed, 0.0)
+        time_so_far, deficit = self.time_so_far, self.deficit
+        should = np.where(self.allocated[:, None], self.shares * elapsed, 0.0)
         received = time_so_far - half_round
-        moved = (should != 0.0) | (received != 0.0)
+        # (Rows not in use are left as they are: a unit that takes one sets its own.)
+        moved = ((should != 0.0) | (received != 0.0)) & self.in_use[:, None]
         np.add(deficit, should - received, out=deficit, where=moved)
         np.copyto(time_so_far, half_round, where=moved)
-        self.block[rows, : DEFICIT + 1] = block[:, : DEFICIT + 1]  # time so far, deficit
