@@ -158,6 +158,20 @@ class Answer:
             ),
         )
 
+    def again(self, seq: int) -> Answer:
+        """This answer, made ahead, as the answer to request `seq`."""
+        return Answer(
+            seq,
+            self.fractions,
+            self.objective,
+            self.keys,
+            self.worker_types,
+            self.round_order,
+            self.fields_read,
+            self.needs_job_views,
+            True,
+        )
+
     def allocation(self, jobs: PredictedJobs, ids: tuple[int, ...]) -> Allocation | None:
         if self.fractions is None:
             return None

@@ -16,7 +16,7 @@ import pickle
 import signal
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 import numpy as np
@@ -47,15 +47,17 @@ class _Guess:
     """An allocation computed for a predicted input nobody asked for yet."""
 
     jobs: PredictedJobs
-    ids: tuple[int, ...]
     answer: Answer
 
     def answers(self, jobs: PredictedJobs, table: ThroughputTable) -> bool:
         """Whether it is the allocation of `jobs`: equal in every field it read."""
-        ids = tuple(jobs.job_ids.tolist())
+        guessed = self.jobs
         for name in self.answer.fields_read:
-            asked = jobs.value(name, table, ids)
-            if asked is MISSING or not same_value(asked, self.jobs.value(name, table, self.ids)):
+            if name == "job_ids":  # (as arrays: the same ids as the tuples the input has)
+                asked, mine = jobs.job_ids, guessed.job_ids
+            else:
+                asked, mine = jobs.value(name, table, ()), guessed.value(name, table, ())
+            if asked is MISSING or not same_value(asked, mine):
                 return False
         return True
 
@@ -73,7 +75,7 @@ def guess_next(
     predicted = predict_next(jobs, answered.fractions, step, arrivals)
     if predicted is None:
         return None
-    return _Guess(predicted, tuple(predicted.job_ids.tolist()), answer(setup, 0, predicted))
+    return _Guess(predicted, answer(setup, 0, predicted))
 
 
 def answer(setup: WorkerSetup, seq: int, jobs: PredictedJobs) -> Answer:
@@ -141,7 +143,7 @@ def serve(connection: Connection) -> None:
             continue
         seq, jobs, step = request
         if guess is not None and guess.answers(jobs, setup.table):
-            answered = replace(guess.answer, seq=seq, guessed=True)
+            answered = guess.answer.again(seq)
         else:
             answered = answer(setup, seq, jobs)
         send(connection, answered)
