@@ -78,6 +78,13 @@ def check_allocation(
     gangs, has_pairs = _gang_sizes(keys, problem, fail)
     if len(keys) == 0:
         return
+    if fractions.dtype.kind == "f" and _plainly_valid(
+        fractions, gangs, problem.capacity, may_oversubscribe
+    ):
+        if has_pairs:
+            _check_time_per_job(keys, fractions.sum(axis=1), fail)
+        return
+    # Something is off: the checks one by one, for the message.
     if not np.issubdtype(fractions.dtype, np.number):
         raise fail(f"fractions are of type {fractions.dtype}, not numbers")
     finite = np.isfinite(fractions)
@@ -109,6 +116,19 @@ def check_allocation(
         )
     if has_pairs:
         _check_time_per_job(keys, rows, fail)
+
+
+def _plainly_valid(
+    fractions: np.ndarray, gangs: np.ndarray, capacity: np.ndarray, may_oversubscribe: bool
+) -> bool:
+    """Whether float `fractions` pass the checks on shares, rows and capacity, decided with
+    a few operations (NaN and infinities fail the first two comparisons)."""
+    if not (fractions.min() >= -TOLERANCE and fractions.sum(axis=1).max() <= 1 + TOLERANCE):
+        return False
+    if may_oversubscribe:
+        return True
+    capacity = np.asarray(capacity, dtype=float)
+    return bool((gangs @ fractions <= capacity + TOLERANCE * np.maximum(1.0, capacity)).all())
 
 
 def _gang_sizes(

@@ -127,26 +127,28 @@ def _job_classes(
     if m == 0:
         empty = np.zeros(0, dtype=np.intp)
         return empty, empty, np.zeros(0)
-    # The rows' values column by column, each contiguous (cheaper to sort and compare). Sort
-    # the rows (stable: equal rows stay in job order), then cut where a row differs from the
-    # one before it.
-    columns = np.concatenate([rates.T, scale_factors[None, :]])
-    order = np.lexsort(columns[::-1])
-    ordered = columns.take(order, axis=1)
-    starts = np.empty(m, dtype=bool)
-    starts[0] = True
-    np.logical_or.reduce(ordered[:, 1:] != ordered[:, :-1], axis=0, out=starts[1:])
-    group_of_sorted = np.cumsum(starts) - 1
-    # The first row of each group is its first job (the sort is stable); number the groups
-    # by that first appearance.
-    first_rows = order[starts]
-    by_appearance = np.argsort(first_rows, kind="stable")
-    renumbered = np.empty_like(by_appearance)
-    renumbered[by_appearance] = np.arange(len(by_appearance))
-    class_of_job = np.empty(m, dtype=np.intp)
-    class_of_job[order] = renumbered[group_of_sorted]
-    sizes = np.bincount(class_of_job, minlength=len(first_rows)).astype(float)
-    return first_rows[by_appearance].astype(np.intp), class_of_job, sizes
+    # Each job's row (rates, then scale factor) as bytes, numbered in order of appearance by
+    # a dictionary. Adding 0.0 turns -0.0 into 0.0, which compares equal to it.
+    rows = np.empty((m, rates.shape[1] + 1))
+    rows[:, :-1] = rates
+    rows[:, -1] = scale_factors
+    rows += 0.0
+    width = rows.shape[1] * rows.itemsize
+    data = rows.tobytes()
+    number: dict[bytes, int] = {}
+    class_of = [
+        number.setdefault(data[k : k + width], len(number)) for k in range(0, m * width, width)
+    ]
+    class_of_job = np.array(class_of, dtype=np.intp)
+    classes = len(number)
+    sizes = np.bincount(class_of_job, minlength=classes).astype(float)
+    # Each class's first job: where the highest class so far goes up (classes are numbered
+    # in order of appearance).
+    highest = np.maximum.accumulate(class_of_job)
+    new = np.empty(m, dtype=bool)
+    new[0] = True
+    np.greater(highest[1:], highest[:-1], out=new[1:])
+    return np.flatnonzero(new), class_of_job, sizes
 
 
 @cache
