@@ -409,6 +409,7 @@ class Mechanism:
         # A round's selection as (slots, worker-type columns, rows taken per column) where the
         # selection had them as arrays (None: read its units).
         self._chosen_rows: tuple[np.ndarray, list[int], list[list[int]]] | None = None
+        self._held_out = False
 
     # Jobs entering and leaving.
 
@@ -825,6 +826,7 @@ class Mechanism:
         )
         order = list(self._type_order)
         self._chosen_rows = None
+        self._held_out = False  # whether the selection left out the units held back
         if not self.policy.heterogeneity_aware:
             self._shuffler.shuffle(order)
         if self.allocation.round_order is not None:
@@ -1102,7 +1104,11 @@ class Mechanism:
                         break
                 chosen[column] = picked
             return chosen
-        # Jobs alone: a job is taken at most once, on the first type whose walk takes it.
+        # Jobs alone: a job is taken at most once, on the first type whose walk takes it. A
+        # job held back (no allocation yet) still takes its GPUs, which then stay idle: it is
+        # left out here rather than by the placement.
+        held = self.config.hold_unallocated_jobs
+        allocated = counters.allocated[slots].tolist() if held else None
         taken = [False] * len(row_units)
         for column, walk in zip(order, walks, strict=True):
             left = gpus_of_column[column]
@@ -1113,10 +1119,12 @@ class Mechanism:
                     continue
                 left -= size
                 taken[row] = True
-                picked.append(row_units[row])
+                if allocated is None or allocated[row]:
+                    picked.append(row_units[row])
                 if left == 0:
                     break
             chosen[column] = picked
+        self._held_out = held
         return chosen
 
     def _rows_of(self, slots: np.ndarray) -> tuple[list[Unit], list[int], np.ndarray]:
@@ -1204,7 +1212,7 @@ class Mechanism:
     def _place(self, order: list[int], chosen: dict[int, list[Unit]]) -> list[Assignment]:
         assignments: list[Assignment] = []
         previous_get = self.previous_round.get
-        hold = self.config.hold_unallocated_jobs
+        hold = self.config.hold_unallocated_jobs and not self._held_out
         allocated: list[bool] | None = None
         extends_leases = getattr(self.placement, "extends_leases", False)
         around_leases = extends_leases and getattr(self.placement, "places_around_leases", False)
