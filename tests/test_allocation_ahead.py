@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import os
 import pickle
+import socket
+import threading
 import time
 from dataclasses import replace
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from shock.core.allocation_prediction import (
     predict_next,
 )
 from shock.core.engine import Engine
+from shock.core.nonblocking_socket import NonBlockingSocket
 from shock.core.policy import Allocation, Policy, PolicyInput
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
@@ -402,3 +406,34 @@ def test_requests_and_answers_cross_to_the_worker_unchanged() -> None:
                 assert copied == value
     empty = allocation_ahead.Answer(8, None)
     assert pickle.loads(pickle.dumps(empty)) == empty
+
+
+def test_the_run_does_not_wait_for_ever_on_a_worker_that_waits_to_send() -> None:
+    """Both sides send a message larger than the socket's buffers: the worker its answer
+    (it does not read until that is sent), the run its request. The run reads while it
+    cannot send, so both get through."""
+    request = _request(_trace(10), True, cluster="8:8:8")
+    ahead = AllocationAhead(request.policy, request.solver, default_throughputs(), NoArrivals())
+    ours, theirs = socket.socketpair()
+    ahead._connection = Connection(os.dup(ours.fileno()))
+    ahead._socket = NonBlockingSocket(ours.fileno())
+    ours.close()
+    worker_side = Connection(theirs.detach())
+    big_answer = allocation_ahead.Answer(1, np.zeros((1 << 19, 3)))  # 12 MB
+    received: list[bytes] = []
+
+    def worker() -> None:
+        worker_side.send_bytes(pickle.dumps(big_answer, pickle.HIGHEST_PROTOCOL))
+        received.append(worker_side.recv_bytes())
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    try:
+        ahead._send_message(bytes(12 << 20))
+        thread.join(timeout=600)  # (a bound for a broken run; it takes well under a second)
+        assert not thread.is_alive()
+        assert len(received[0]) == 12 << 20
+        assert ahead._newest is not None and ahead._newest.fractions.shape == (1 << 19, 3)
+    finally:
+        ahead.close()
+        worker_side.close()

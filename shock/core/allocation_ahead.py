@@ -14,7 +14,7 @@ A process, not a thread: the policy's Python then runs in parallel too, not only
 Both sides spin on the connection while they expect a message instead of sleeping on it,
 since waking a sleeping process costs about as much as a small solve on a virtual machine; they
 spin on a non-blocking peek, not poll(), so that the other side's writes wake nobody
-(`socket_peek.py`). The worker computes one allocation further than it is asked for (see
+(`nonblocking_socket.py`). The worker computes one allocation further than it is asked for (see
 `allocation_worker.py`), and messages carry their arrays as raw bytes. The
 worker starts only once a run has made enough allocations to be worth it, and the run goes on
 synchronously until it is ready (or for good, if it cannot start or dies).
@@ -30,6 +30,7 @@ import logging
 import os
 import pickle
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -52,8 +53,8 @@ from shock.core.allocation_prediction import (
     unpacked,
 )
 from shock.core.model import JobSpec
+from shock.core.nonblocking_socket import NonBlockingSocket
 from shock.core.policy import Allocation, Policy, PolicyInput
-from shock.core.socket_peek import SocketPeek
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
 
@@ -216,6 +217,14 @@ class AheadStats:
     missed: int = 0  # allocations computed on the spot although one was predicted
 
 
+def _framed(payload: bytes) -> bytes:
+    """A message as `multiprocessing.connection.Connection` frames it (the worker reads it
+    with `recv_bytes`): its length, then its bytes."""
+    if len(payload) > 0x7FFFFFFF:
+        return struct.pack("!i", -1) + struct.pack("!Q", len(payload)) + payload
+    return struct.pack("!i", len(payload)) + payload
+
+
 @dataclass(slots=True)
 class _Pending:
     seq: int
@@ -238,7 +247,8 @@ class AllocationAhead:
     _allocations: int = 0
     _process: subprocess.Popen[bytes] | None = None
     _connection: Connection | None = None
-    _peek: SocketPeek | None = None  # whether the worker's next message is there
+    _socket: NonBlockingSocket | None = None  # the connection's, to peek and to send
+    _newest: Answer | None = None  # the newest answer read and not yet used
     _ready: bool = False
     _seq: int = 0
     _pending: _Pending | None = None
@@ -253,10 +263,9 @@ class AllocationAhead:
         """The run's arrivals for the worker's predictions (`NextStep`s index them)."""
         if not self.predicting:
             return
-        assert self._connection is not None
         try:
-            self._connection.send_bytes(pickle.dumps(table, pickle.HIGHEST_PROTOCOL))
-        except OSError as error:
+            self._send_message(pickle.dumps(table, pickle.HIGHEST_PROTOCOL))
+        except (OSError, EOFError) as error:
             self._give_up(f"the worker is gone ({error})")
 
     def submit(self, jobs: PredictedJobs, next_step: NextStep | None = None) -> None:
@@ -270,8 +279,9 @@ class AllocationAhead:
             return
         self._seq += 1
         try:
-            self._send(self._seq, jobs, next_step)
-        except OSError as error:
+            message = (self._seq, jobs, next_step)
+            self._send_message(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
+        except (OSError, EOFError) as error:
             self._give_up(f"the worker is gone ({error})")
             return
         self._pending = _Pending(self._seq, jobs, ids)
@@ -291,6 +301,7 @@ class AllocationAhead:
         pending, self._pending = self._pending, None
         if pending is None or pending.ids != problem.job_ids:
             self._missed(pending is not None)
+            self._read_waiting()  # (answers not read pile up in the connection)
             return None
         answer = self._answer(pending.seq)
         allocation = None if answer is None else answer.allocation(pending.jobs, pending.ids)
@@ -310,15 +321,15 @@ class AllocationAhead:
 
     def close(self) -> None:
         """Stop the worker (it also stops by itself when this process goes away)."""
-        connection, process = self._connection, self._process
-        self._connection = self._process = None
-        if self._peek is not None:
-            self._peek.close()
-            self._peek = None
+        connection, process, side = self._connection, self._process, self._socket
+        self._connection = self._process = self._socket = None
         self.active = False
-        if connection is not None:
+        if side is not None:
+            # The stop request if it fits now; if not, closing the connection stops it too.
             with contextlib.suppress(OSError):
-                connection.send_bytes(pickle.dumps(None))
+                side.send_some(memoryview(_framed(pickle.dumps(None))))
+            side.close()
+        if connection is not None:
             connection.close()
         if process is not None:
             if not self._ready:
@@ -354,7 +365,7 @@ class AllocationAhead:
         finally:
             theirs.close()
         self._connection = Connection(os.dup(ours.fileno()))
-        self._peek = SocketPeek(ours.fileno())
+        self._socket = NonBlockingSocket(ours.fileno())
         ours.close()
         self._connection.send_bytes(setup)
 
@@ -374,41 +385,68 @@ class AllocationAhead:
         if connection is None:
             return False
         try:
-            if self._peek is not None and self._peek.waiting():
+            if self._socket is not None and self._socket.waiting():
                 self._ready = pickle.loads(connection.recv_bytes()) == "ready"
         except (OSError, EOFError) as error:
             self._give_up(f"the worker did not start ({error})")
         return self._ready
 
-    def _send(self, seq: int, jobs: PredictedJobs, next_step: NextStep | None) -> None:
-        assert self._connection is not None
-        message = (seq, jobs, next_step)
-        self._connection.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
+    def _send_message(self, payload: bytes) -> None:
+        """Send one message, in pieces as they fit; while none fits, read what the worker
+        sent (it may be waiting for room to send us an answer, and not reading)."""
+        side = self._socket
+        if side is None:
+            raise OSError("no connection")
+        data = memoryview(_framed(payload))
+        deadline = time.perf_counter() + _ANSWER_TIMEOUT_S
+        while data:
+            sent = side.send_some(data)
+            if sent:
+                data = data[sent:]
+                continue
+            self._read_waiting()
+            if time.perf_counter() > deadline:
+                raise OSError("the worker stopped reading")
+            side.wait(0.05)
+
+    def _read_waiting(self) -> None:
+        """Read every message that is there; keep the newest answer."""
+        connection, side = self._connection, self._socket
+        try:
+            while connection is not None and side is not None and side.waiting():
+                self._keep(pickle.loads(connection.recv_bytes()))
+        except (OSError, EOFError) as error:
+            self._give_up(f"the worker is gone ({error})")
+
+    def _keep(self, message: object) -> None:
+        newest = self._newest
+        if isinstance(message, Answer) and (newest is None or message.seq > newest.seq):
+            self._newest = message
 
     def _answer(self, seq: int) -> Answer | None:
         """The worker's answer to `seq` (older answers are dropped), waiting for it."""
-        connection, peek = self._connection, self._peek
-        if connection is None or peek is None:
+        connection, side = self._connection, self._socket
+        if connection is None or side is None:
             return None
         started = time.perf_counter()
         try:
             while True:
+                newest = self._newest
+                if newest is not None and newest.seq >= seq:
+                    self._newest = None
+                    if newest.needs_job_views:
+                        self._give_up("the policy reads the jobs' views")
+                    return newest
                 waited = time.perf_counter() - started
                 if waited < _SPIN_S:
-                    arrived = peek.waiting()
+                    arrived = side.waiting()
                 else:
                     arrived = connection.poll(min(1.0, _ANSWER_TIMEOUT_S - waited))
                     if not arrived and waited >= _ANSWER_TIMEOUT_S:
                         self._give_up("the worker did not answer in time")
                         return None
-                if not arrived:
-                    continue
-                answer = pickle.loads(connection.recv_bytes())
-                if not isinstance(answer, Answer) or answer.seq < seq:
-                    continue
-                if answer.needs_job_views:
-                    self._give_up("the policy reads the jobs' views")
-                return answer
+                if arrived:
+                    self._keep(pickle.loads(connection.recv_bytes()))
         except (OSError, EOFError) as error:
             self._give_up(f"the worker is gone ({error})")
             return None

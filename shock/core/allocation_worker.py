@@ -34,7 +34,7 @@ from shock.core.allocation_prediction import (
     same_value,
 )
 from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
-from shock.core.socket_peek import SocketPeek
+from shock.core.nonblocking_socket import NonBlockingSocket
 from shock.core.throughputs import ThroughputTable
 
 # How long the worker polls for the next request before it sleeps on the connection (waking
@@ -113,7 +113,7 @@ def send(connection: Connection, message: object) -> None:
 
 def serve(connection: Connection) -> None:
     matrix_lp.lp_threads = 1  # (before the first instance: see there)
-    peek = SocketPeek(connection.fileno())
+    peek = NonBlockingSocket(connection.fileno())
     setup = pickle.loads(connection.recv_bytes())
     assert isinstance(setup, WorkerSetup)
     warm_up(setup)

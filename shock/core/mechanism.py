@@ -651,8 +651,21 @@ class Mechanism:
         self.stats.allocations += 1
         self.install_allocation(self.allocation)
         if self.ahead is not None and not self.pairs and self.ahead.predicting:
-            self._allocate_ahead(now, None)
+            if self._first_round(now) > 1:
+                # Rounds go by before the next one may come: predict it now (the sooner the
+                # worker has it, the sooner it answers); this round's choice matters little.
+                self._allocate_ahead(now, None)
+            else:
+                # It may come next round: predict it once this round's choice is made.
+                self._allocation_predicted_at = -np.inf
         return True
+
+    def _first_round(self, now: float) -> int:
+        """The first round start (counted from now) at which an allocation may come."""
+        config = self.config
+        every_round = self.policy.reallocate_every_round or config.reallocate_every_round
+        length, interval = config.round_length_s, config.min_allocation_interval_s
+        return first_round(now, self.last_reset_s, length, interval, every_round)
 
     def install_allocation(self, allocation: Allocation) -> None:
         """Make `allocation` the current one: each job's and allocated pair's shares."""
@@ -835,7 +848,7 @@ class Mechanism:
             chosen = self._select_by_priority(order)
         else:
             chosen = self._select_by_time_owed(order, now)
-        if self.ahead is not None and not allocated and not self.pairs and self.ahead.predicting:
+        if self.ahead is not None and not self.pairs and self.ahead.predicting:
             self._allocate_ahead(now, chosen)
         assignments = self._place(order, chosen)
         self._count_leases(assignments)
@@ -843,9 +856,8 @@ class Mechanism:
 
     def _allocate_ahead(self, now: float, chosen: dict[int, list[Unit]] | None) -> None:
         """Hand the look-ahead the input of the next allocation as it will most likely be:
-        right after an allocation (`chosen` None: this round's choice is not made yet; the
-        sooner the worker has it, the sooner it answers), and again, with the round's
-        `chosen` units, if it did not come when predicted."""
+        after an allocation (`chosen` None: before this round's choice is made), and again,
+        with the round's `chosen` units, if it did not come when predicted."""
         if chosen is not None and now < self._allocation_predicted_at:
             return
         ahead = self.ahead
@@ -854,7 +866,7 @@ class Mechanism:
         length = config.round_length_s
         every_round = self.policy.reallocate_every_round or config.reallocate_every_round
         interval = config.min_allocation_interval_s
-        first = first_round(now, self.last_reset_s, length, interval, every_round)
+        first = self._first_round(now)
         counters = self.counters
         slots = self._jobs_by_id()[0]
         rates = counters.rates
