@@ -437,3 +437,24 @@ def test_the_run_does_not_wait_for_ever_on_a_worker_that_waits_to_send() -> None
     finally:
         ahead.close()
         worker_side.close()
+
+
+@needs_two_cpus
+def test_the_worker_is_ready_even_when_its_message_was_read_with_answers() -> None:
+    """A miss reads whatever the worker sent, to keep the connection clear; the worker's
+    "ready" may be among it, and still counts."""
+    request = _request(_trace(10), True, cluster="8:8:8")
+    ahead = AllocationAhead(request.policy, request.solver, default_throughputs(), NoArrivals())
+    ahead._start()
+    try:
+        side = ahead._socket
+        assert side is not None
+        for _ in range(60_000):  # until "ready" is there (it takes about a second)
+            if side.waiting():
+                break
+            time.sleep(0.01)
+        assert not ahead._ready
+        assert ahead.take(_input(_asked([1, 2], 0.0), default_throughputs())) is None
+        assert ahead._ready and ahead.predicting
+    finally:
+        ahead.close()

@@ -379,16 +379,8 @@ class AllocationAhead:
         return self.solver
 
     def _ready_now(self) -> bool:
-        if self._ready:
-            return True
-        connection = self._connection
-        if connection is None:
-            return False
-        try:
-            if self._socket is not None and self._socket.waiting():
-                self._ready = pickle.loads(connection.recv_bytes()) == "ready"
-        except (OSError, EOFError) as error:
-            self._give_up(f"the worker did not start ({error})")
+        if not self._ready:
+            self._read_waiting()  # ("ready" may be among them)
         return self._ready
 
     def _send_message(self, payload: bytes) -> None:
@@ -419,9 +411,13 @@ class AllocationAhead:
             self._give_up(f"the worker is gone ({error})")
 
     def _keep(self, message: object) -> None:
+        """Keep what a message says: the worker is ready, or an answer (the newest)."""
         newest = self._newest
-        if isinstance(message, Answer) and (newest is None or message.seq > newest.seq):
-            self._newest = message
+        if isinstance(message, Answer):
+            if newest is None or message.seq > newest.seq:
+                self._newest = message
+        elif message == "ready":
+            self._ready = True
 
     def _answer(self, seq: int) -> Answer | None:
         """The worker's answer to `seq` (older answers are dropped), waiting for it."""

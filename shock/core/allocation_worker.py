@@ -113,7 +113,7 @@ def send(connection: Connection, message: object) -> None:
 
 def serve(connection: Connection) -> None:
     matrix_lp.lp_threads = 1  # (before the first instance: see there)
-    peek = NonBlockingSocket(connection.fileno())
+    side = NonBlockingSocket(connection.fileno())
     setup = pickle.loads(connection.recv_bytes())
     assert isinstance(setup, WorkerSetup)
     warm_up(setup)
@@ -122,7 +122,7 @@ def serve(connection: Connection) -> None:
     arrivals: ArrivalTable | None = None
     idle_since = time.perf_counter()
     while True:
-        if not peek.waiting():
+        if not side.waiting():
             if time.perf_counter() - idle_since < _SPIN_S:
                 continue
             connection.poll(None)
@@ -137,7 +137,7 @@ def serve(connection: Connection) -> None:
                 arrivals = message
             else:
                 request = message
-            if not peek.waiting():
+            if not side.waiting():
                 break
         if request is None:
             continue
@@ -148,7 +148,7 @@ def serve(connection: Connection) -> None:
             answered = answer(setup, seq, jobs)
         send(connection, answered)
         guess = None
-        if step is not None and arrivals is not None and not peek.waiting():
+        if step is not None and arrivals is not None and not side.waiting():
             guess = guess_next(setup, jobs, answered, step, arrivals)
         idle_since = time.perf_counter()
 

@@ -834,7 +834,7 @@ class Mechanism:
     # One round.
 
     def plan_round(self, now: float) -> list[Assignment]:
-        allocated = self.maybe_reallocate(
+        self.maybe_reallocate(
             now, self.policy.reallocate_every_round or self.config.reallocate_every_round
         )
         order = list(self._type_order)
