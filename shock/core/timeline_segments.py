@@ -4,8 +4,9 @@ count, merged into one (start round, end, worker type, GPUs).
 Rounds come in as arrays of their jobs (by the job's dense index). A round of a few dozen jobs
 costs numpy's per-call overhead, not per element, so such rounds wait in a batch and the
 batch is merged in one pass: its entries sorted by job, each job's rounds in order, cut where
-a job skipped a round or changed type or GPU count. A large round is merged on its own (one
-round needs no sort). Either way every segment comes out the same as merging round by round.
+a job skipped a round or changed type or GPU count. A batch is merged once it holds enough
+rounds or jobs (a large round fills one by itself; a batch of one round needs no sort). Either
+way every segment comes out the same as merging round by round.
 """
 
 from __future__ import annotations
