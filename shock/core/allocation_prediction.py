@@ -1,9 +1,9 @@
 """The input of the next allocation, as it will most likely be.
 
 Made twice over, by the same functions:
-- by the run's process right after each allocation, from the real state: when the next one
-  may come, which jobs will have left by then (their steps left against this round's and an
-  average round's progress) and which will have arrived;
+- by the run's process after each allocation, from the real state: when the next one may
+  come, which jobs will have left by then (their steps left against their progress in an
+  average round, and in this one once its choice is made) and which will have arrived;
 - by the allocation worker one allocation further: from the allocation it has just computed
   (whose shares give the jobs' progress after it) and a `NextStep` the run's process sent
   with the request. It computes that allocation too while it would otherwise wait, so that
