@@ -660,12 +660,18 @@ class Mechanism:
                 self._allocation_predicted_at = -np.inf
         return True
 
-    def _first_round(self, now: float) -> int:
-        """The first round start (counted from now) at which an allocation may come."""
+    @property
+    def _every_round(self) -> bool:
+        """Whether the allocation is recomputed every round (the policy's or the preset's)."""
+        return self.policy.reallocate_every_round or self.config.reallocate_every_round
+
+    def _first_round(self, now: float, last_reset_s: float | None = None) -> int:
+        """The first round start (counted from now) at which an allocation may come, after
+        one at `last_reset_s` (default: the last)."""
         config = self.config
-        every_round = self.policy.reallocate_every_round or config.reallocate_every_round
-        length, interval = config.round_length_s, config.min_allocation_interval_s
-        return first_round(now, self.last_reset_s, length, interval, every_round)
+        last = self.last_reset_s if last_reset_s is None else last_reset_s
+        interval = config.min_allocation_interval_s
+        return first_round(now, last, config.round_length_s, interval, self._every_round)
 
     def install_allocation(self, allocation: Allocation) -> None:
         """Make `allocation` the current one: each job's and allocated pair's shares."""
@@ -834,9 +840,7 @@ class Mechanism:
     # One round.
 
     def plan_round(self, now: float) -> list[Assignment]:
-        self.maybe_reallocate(
-            now, self.policy.reallocate_every_round or self.config.reallocate_every_round
-        )
+        self.maybe_reallocate(now, self._every_round)
         order = list(self._type_order)
         self._chosen_rows = None
         self._held_out = False  # whether the selection left out the units held back
@@ -862,10 +866,8 @@ class Mechanism:
             return
         ahead = self.ahead
         assert ahead is not None
-        config = self.config
-        length = config.round_length_s
-        every_round = self.policy.reallocate_every_round or config.reallocate_every_round
-        interval = config.min_allocation_interval_s
+        length = self.config.round_length_s
+        every_round = self._every_round
         first = self._first_round(now)
         counters = self.counters
         slots = self._jobs_by_id()[0]
@@ -916,7 +918,7 @@ class Mechanism:
         assert steps_by_id is not None
         next_step = NextStep(
             steps_by_id,
-            first_round(at, at, length, interval, every_round),
+            self._first_round(at, at),
             not every_round,
             length,
             arriving.stop,
