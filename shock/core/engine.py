@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from shock.core import allocation_ahead
 from shock.core.adaptation import BatchSizeRules
 from shock.core.dynamics import BatchSchedule, batch_schedules, whole_epochs_alone_s
 from shock.core.engine_state import EngineCounters, RestoredRun, restore, snapshot
@@ -99,24 +98,6 @@ class _ColumnRound:
     gpus: np.ndarray  # its gang's size
 
 
-class _Upcoming:
-    """The engine's arrivals not admitted yet, for the look-ahead."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def schedule(self) -> tuple[JobSpec, ...]:
-        return self.engine.jobs
-
-    def next_index(self) -> int:
-        return self.engine.next_arrival
-
-    def jobs_left(self) -> int:
-        engine = self.engine
-        active = 0 if engine.mechanism is None else len(engine.mechanism.active)
-        return len(engine.jobs) - engine.next_arrival + active
-
-
 class _Hooks:
     """Observer hooks, called only when some plugin implements them (the loop is hot)."""
 
@@ -161,17 +142,6 @@ class Engine:
         self.whole_epochs_alone: dict[int, float | None] = {}
         self.rules: BatchSizeRules | None = None
         self._by_id = {job.job_id: job for job in self.jobs}
-        self.ahead: allocation_ahead.AllocationAhead | None = None
-        if (
-            self.config.allocate_ahead
-            and self.policy.stateless
-            and self.capabilities.simulates_jobs
-            and not self.capabilities.measures_rates
-            and allocation_ahead.wanted()
-        ):
-            self.ahead = allocation_ahead.AllocationAhead(
-                self.policy, request.solver, request.table, _Upcoming(self)
-            )
         self.now = 0.0  # the engine's time as of its last decision
         # An open executor (a service): jobs arrive and are cancelled while it runs, and the
         # run ends when the executor says so, not when the last job finished.
@@ -217,7 +187,6 @@ class Engine:
 
     def _prepare(self, cluster: Cluster) -> Mechanism:
         mechanism = self._build_mechanism(cluster)
-        mechanism.ahead = self.ahead
         self.mechanism = mechanism
         self.timeline = TimelineRecorder(cluster)
         registry = self.request.registry
@@ -275,8 +244,6 @@ class Engine:
             with _fewer_young_collections():
                 now = self._loop(executor.clock())
         finally:
-            if self.ahead is not None:
-                self.ahead.close()
             executor.stop()
         wall_s = time.perf_counter() - started
         if self.hooks.run_finished:
@@ -755,7 +722,6 @@ class Engine:
         base.allocations += stats.allocations
         base.solver_seconds += stats.solver_seconds
         new = self._build_mechanism(cluster)
-        new.ahead = self.ahead
         if self.timeline is not None:
             self.timeline.cluster_changed(cluster)
         if not self.capabilities.measures_rates:

@@ -20,19 +20,10 @@ from typing import Any, NamedTuple, cast
 
 import numpy as np
 
-from shock.core.allocation_ahead import AllocationAhead
 from shock.core.allocation_check import (
     allocate_checked,
     check_resource_placement,
     placed_in_order,
-)
-from shock.core.allocation_prediction import (
-    ArrivalTable,
-    NextStep,
-    allocation_round,
-    first_round,
-    gone_by_round,
-    predicted_jobs,
 )
 from shock.core.errors import InputError
 from shock.core.greedy_walk import descending_order, take_at_first_entries, take_jobs_alone
@@ -399,16 +390,6 @@ class Mechanism:
         # Units of `previous_round` that left since (they were all here when it was set).
         self._left_since_last_round: set[UnitKey] = set()
         self.stats = MechanismStats()
-        # Computes the next allocation ahead, in a second process (set by the engine, for a
-        # stateless policy in a simulation; see allocation_ahead.py).
-        self.ahead: AllocationAhead | None = None
-        self._allocation_predicted_at = 0.0  # when the last prediction expects it
-        self._rates_by_kind: dict[tuple[str, int], list[float]] = {}  # for predictions
-        # The run's arrivals as the look-ahead last had them: (jobs, worker types, table).
-        self._arrivals_made: tuple[Sequence[JobSpec], Sequence[str], ArrivalTable] | None = None
-        # A round's selection as (slots, worker-type columns, rows taken per column) where the
-        # selection had them as arrays (None: read its units).
-        self._chosen_rows: tuple[np.ndarray, list[int], list[list[int]]] | None = None
         self._held_out = False
 
     # Jobs entering and leaving.
@@ -435,14 +416,6 @@ class Mechanism:
 
     def _rates(self, job: JobSpec) -> list[float]:
         return [self.table.throughput(job.job_type, job.scale_factor, w) for w in self.worker_types]
-
-    def _predicted_rates(self, job: JobSpec) -> list[float]:
-        """`_rates`, kept per job type and size (predictions ask for the same ones often)."""
-        key = (job.job_type, job.scale_factor)
-        rates = self._rates_by_kind.get(key)
-        if rates is None:
-            rates = self._rates_by_kind[key] = self._rates(job)
-        return rates
 
     def _unconsolidated_rates(self, job: JobSpec, rates: list[float]) -> list[float]:
         return [
@@ -643,35 +616,16 @@ class Mechanism:
         self._reset_time_so_far(now)
         started = time.perf_counter()
         problem = self._policy_input(now)
-        allocation = None if self.ahead is None else self.ahead.take(problem)
-        if allocation is None:
-            allocation = allocate_checked(self.policy, problem, self.solver)
-        self.allocation = allocation
+        self.allocation = allocate_checked(self.policy, problem, self.solver)
         self.stats.solver_seconds += time.perf_counter() - started
         self.stats.allocations += 1
         self.install_allocation(self.allocation)
-        if self.ahead is not None and not self.pairs and self.ahead.predicting:
-            if self._first_round(now) > 1:
-                # Rounds go by before the next one may come: predict it now (the sooner the
-                # worker has it, the sooner it answers); this round's choice matters little.
-                self._allocate_ahead(now, None)
-            else:
-                # It may come next round: predict it once this round's choice is made.
-                self._allocation_predicted_at = -np.inf
         return True
 
     @property
     def _every_round(self) -> bool:
         """Whether the allocation is recomputed every round (the policy's or the preset's)."""
         return self.policy.reallocate_every_round or self.config.reallocate_every_round
-
-    def _first_round(self, now: float, last_reset_s: float | None = None) -> int:
-        """The first round start (counted from now) at which an allocation may come, after
-        one at `last_reset_s` (default: the last)."""
-        config = self.config
-        last = self.last_reset_s if last_reset_s is None else last_reset_s
-        interval = config.min_allocation_interval_s
-        return first_round(now, last, config.round_length_s, interval, self._every_round)
 
     def install_allocation(self, allocation: Allocation) -> None:
         """Make `allocation` the current one: each job's and allocated pair's shares."""
@@ -842,7 +796,6 @@ class Mechanism:
     def plan_round(self, now: float) -> list[Assignment]:
         self.maybe_reallocate(now, self._every_round)
         order = list(self._type_order)
-        self._chosen_rows = None
         self._held_out = False  # whether the selection left out the units held back
         if not self.policy.heterogeneity_aware:
             self._shuffler.shuffle(order)
@@ -852,108 +805,9 @@ class Mechanism:
             chosen = self._select_by_priority(order)
         else:
             chosen = self._select_by_time_owed(order, now)
-        if self.ahead is not None and not self.pairs and self.ahead.predicting:
-            self._allocate_ahead(now, chosen)
         assignments = self._place(order, chosen)
         self._count_leases(assignments)
         return assignments
-
-    def _allocate_ahead(self, now: float, chosen: dict[int, list[Unit]] | None) -> None:
-        """Hand the look-ahead the input of the next allocation as it will most likely be:
-        after an allocation (`chosen` None: before this round's choice is made), and again,
-        with the round's `chosen` units, if it did not come when predicted."""
-        if chosen is not None and now < self._allocation_predicted_at:
-            return
-        ahead = self.ahead
-        assert ahead is not None
-        length = self.config.round_length_s
-        every_round = self._every_round
-        first = self._first_round(now)
-        counters = self.counters
-        slots = self._jobs_by_id()[0]
-        rates = counters.rates
-        steps_left = counters.total_steps[slots] - counters.steps_done[slots]
-        # Steps each job makes in an average round of its allocation, and in this one (at its
-        # chosen type's rate, where the round's choice is made).
-        rows = counters.block[slots]
-        per_round = (rows[:, SHARES] * rows[:, RATES]).sum(axis=1) * length
-        if chosen is None:
-            this_round_steps = per_round
-        else:
-            this_round_steps = self._chosen_rates(chosen)[slots] * length
-        gone_at = gone_by_round(steps_left, this_round_steps, per_round)
-        arrivals = self._arrival_table()
-        next_arrival = ahead.arrivals.next_index()
-        # Unless something changed already, the allocation comes when a job arrives or leaves.
-        waits = not (self.need_allocation or every_round)
-        next_arrival_in = arrivals.next_arrival_s(next_arrival) - now
-        target = allocation_round(first, gone_at, next_arrival_in, length, waits)
-        if target == np.inf:
-            self._allocation_predicted_at = np.inf
-            return
-        at = now + target * length
-        self._allocation_predicted_at = at
-        stays = gone_at > target
-        staying = slots[stays]
-        arriving = slice(next_arrival, arrivals.arrived_by(next_arrival, at))
-        # Each job's steps left when it comes, for the worker's prediction of the one after.
-        steps_then = np.concatenate(
-            [
-                (steps_left - this_round_steps - (target - 1) * per_round)[stays],
-                arrivals.total_steps[arriving],
-            ]
-        )
-        jobs, steps_by_id = predicted_jobs(
-            (counters.job_id[staying], counters.gpus[staying], counters.weight[staying],
-             rates[staying]),
-            arrivals.columns(arriving),
-            steps_then,
-            now=at,
-            worker_types=self.worker_types,
-            capacity=self.capacity,
-            prices=self.prices,
-            round_length_s=length,
-            entity_weights=self.entity_weights,
-        )  # fmt: skip
-        assert steps_by_id is not None
-        next_step = NextStep(
-            steps_by_id,
-            self._first_round(at, at),
-            not every_round,
-            length,
-            arriving.stop,
-        )
-        ahead.submit(jobs, next_step)
-
-    def _chosen_rates(self, chosen: dict[int, list[Unit]]) -> np.ndarray:
-        """Each slot's rate on the worker type this round chose for it (0: none)."""
-        counters = self.counters
-        rates = counters.rates
-        chosen_rates = np.zeros(len(counters.owner))
-        if self._chosen_rows is not None:  # the selection's rows, as arrays
-            of_rows, columns, taken = self._chosen_rows
-            for column, rows in zip(columns, taken, strict=True):
-                picked = of_rows[rows]
-                chosen_rates[picked] = rates[picked, column]
-            return chosen_rates
-        for column, units in chosen.items():
-            if units:
-                picked = np.fromiter(map(_unit_slot, units), np.intp, len(units))
-                chosen_rates[picked] = rates[picked, column]
-        return chosen_rates
-
-    def _arrival_table(self) -> ArrivalTable:
-        """The run's arrivals as columns, made again (and sent to the worker) when the jobs
-        or the worker types change."""
-        ahead = self.ahead
-        assert ahead is not None
-        schedule = ahead.arrivals.schedule()
-        made = self._arrivals_made
-        if made is None or made[0] is not schedule or made[1] is not self.worker_types:
-            table = ArrivalTable.of(schedule, self._predicted_rates, len(self.worker_types))
-            made = self._arrivals_made = (schedule, self.worker_types, table)
-            ahead.send_arrivals(table)
-        return made[2]
 
     def _select_by_time_owed(self, order: list[int], now: float) -> dict[int, list[Unit]]:
         """Greedy walk over all (unit, type) pairs by the time each is owed since the last
@@ -983,7 +837,6 @@ class Mechanism:
                 valid, shares_by_type > 0, owed_by_type, shares_by_type, gang_sizes, left
             )
             if first_taken is not None:
-                self._chosen_rows = (slots, order, first_taken)
                 return {
                     column: list(map(row_units.__getitem__, rows_taken))
                     for column, rows_taken in zip(order, first_taken, strict=True)
@@ -1015,7 +868,6 @@ class Mechanism:
         if not self.pairs and not few:
             # Jobs alone: a job is taken at most once, whichever of its entries comes first.
             taken = take_jobs_alone(walk, width, gang_sizes, left)
-            self._chosen_rows = (slots, order, taken)
             return {
                 column: list(map(row_units.__getitem__, rows_taken))
                 for column, rows_taken in zip(order, taken, strict=True)

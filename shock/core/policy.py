@@ -194,11 +194,6 @@ class Policy(ABC):
     # True for a policy whose shares may ask a worker type for more GPUs than it has (an
     # artifact's rule reproduced as it is); the mechanism's priorities then decide who runs.
     may_oversubscribe: bool = False
-    # True for a policy whose allocation depends only on the input fields it reads: it keeps
-    # no state between allocations and draws no random numbers, and a pickled copy of it
-    # answers the same. A simulation then computes its next allocation ahead, in another
-    # process, on a predicted input (see allocation_ahead.py).
-    stateless: bool = False
 
     @abstractmethod
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:

@@ -65,9 +65,6 @@ class RunConfig:
     # How Accordion/GNS batch sizes evolve: "profile" (Shockwave's profile generator, the
     # default) or "artifact-simulator" (Shockwave's round-by-round simulator).
     adaptation_rules: str = "profile"
-    # Compute a stateless policy's next allocation in a second process while the rounds
-    # before it run (simulations only; the results are the same either way).
-    allocate_ahead: bool = True
 
 
 @dataclass(frozen=True, slots=True)

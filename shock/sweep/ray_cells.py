@@ -9,7 +9,6 @@ imports shock's run machinery once, on its first cell, and keeps it for the next
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 import time
 from dataclasses import dataclass, replace
@@ -65,11 +64,8 @@ def _usable_path(shipped: ShippedFile, content: bytes, scratch: Path) -> str:
 
 def run_cell_job(job: CellJob, *contents: bytes) -> CellReport:
     """Run one cell as `shock run` would; any error becomes a failed outcome."""
-    from shock.core import allocation_ahead
     from shock.core.runner import run
 
-    # A Ray task has one CPU: no second process computes its allocations ahead.
-    os.environ[allocation_ahead.ENVIRONMENT_SWITCH] = "0"
     started = time.perf_counter()
     key = job.cell.key
     renamed: dict[str, str] = {}  # local copy -> the driver's name, for documents and errors

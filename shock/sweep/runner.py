@@ -185,9 +185,7 @@ def _run_pending(cells: list[Cell], out_dir: Path, parallel: int) -> Iterable[Ce
     # Spawned workers: no state forked from the parent (plugin registries, solver handles).
     context = multiprocessing.get_context("spawn")
     workers = max(1, min(parallel, len(cells)))
-    # Cells side by side use every core: none computes allocations ahead on another.
-    initializer = _no_allocations_ahead if workers > 1 else None
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=initializer)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
     try:
         futures: dict[Future[CellOutcome], Cell] = {
             pool.submit(run_cell, cell, out_dir): cell for cell in cells
@@ -200,12 +198,6 @@ def _run_pending(cells: list[Cell], out_dir: Path, parallel: int) -> Iterable[Ce
     finally:
         # On Ctrl-C the queued cells are dropped, not run: the next sweep resumes them.
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _no_allocations_ahead() -> None:
-    from shock.core import allocation_ahead
-
-    os.environ[allocation_ahead.ENVIRONMENT_SWITCH] = "0"
 
 
 def _option_columns(spec: SweepSpec) -> list[str]:

@@ -43,7 +43,6 @@ def normalised_rates(
 
 class MaxMinFairness(Policy):
     problem_class = ProblemClass.LP
-    stateless = True
 
     def __init__(self, heterogeneity_aware: bool) -> None:
         self.heterogeneity_aware = heterogeneity_aware
