@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from shock.core.plugins import default_registry
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
-from shock.core.runner import RunOptions, build_request
 from shock.core.throughputs import default_throughputs
 from shock.core.trace import Trace
+from shock.engine.runner import RunOptions, build_request
 from shock.plugins.policies.themis.policy import AuctionLog, Themis
 from shock.traces.generator import WorkloadConfig, generate_jobs
 

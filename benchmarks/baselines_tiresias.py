@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from shock.core.plugins import default_registry
 from shock.core.results import RunResult
-from shock.core.runner import RunOptions, build_request
 from shock.core.throughputs import default_throughputs
 from shock.core.trace import Trace
+from shock.engine.runner import RunOptions, build_request
 from shock.traces.generator import WorkloadConfig, generate_jobs
 
 POLICIES = ("fifo", "las", "max_min_fairness", "srtf", "tiresias", "tiresias_gittins")

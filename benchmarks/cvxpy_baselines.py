@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass, UnitKey
-from shock.core.solver import SolverSpec
+from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
+from shock.core.solver import ProblemClass, SolverSpec
 from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.max_min_fairness import normalised_rates
 

@@ -56,9 +56,9 @@ from shock.core.hookspecs import hookimpl
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.results import RunResult
-from shock.core.runner import RunOptions, run
 from shock.core.throughputs import ThroughputTable, throughputs_to_dict
 from shock.core.trace import write_trace as save_trace
+from shock.engine.runner import RunOptions, run
 from shock.plugins.backends.grpc import GrpcOptions
 
 # Four of Gavel's families, two jobs each. Distinct weights give distinct shares: with equal

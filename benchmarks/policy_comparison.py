@@ -38,9 +38,9 @@ from rich.table import Table
 
 from shock.core.plugins import PluginRegistry, load_plugins
 from shock.core.results import RunResult
-from shock.core.runner import RunOptions, build_request
 from shock.core.throughputs import default_throughputs
 from shock.core.trace import Trace
+from shock.engine.runner import RunOptions, build_request
 from shock.traces.generator import WorkloadConfig, generate_jobs
 
 HOUR = 3600.0

@@ -1,6 +1,6 @@
 """One allocation of each policy of the Gavel family on N active jobs, beside cvxpy + ECOS.
 
-Instances are `shock.core.bench.bench_instance(N)` (N single-GPU jobs of Gavel's job types,
+Instances are `shock.engine.bench.bench_instance(N)` (N single-GPU jobs of Gavel's job types,
 N/4 GPUs of each of k80, p100, v100; `--jitter` perturbs every throughput so no two jobs are
 alike). Each cell is the median wall time of --repeats calls after one warm-up call. The
 cvxpy baselines state finish-time fairness and makespan as their convex originals (inv_pos)
@@ -22,9 +22,9 @@ from functools import partial
 
 import numpy as np
 
-from shock.core.bench import bench_instance
 from shock.core.policy import Policy, PolicyInput
 from shock.core.solver import SolverSpec
+from shock.engine.bench import bench_instance
 from shock.plugins.policies.cost import CostNormalisedThroughput
 from shock.plugins.policies.finish_time_fairness import FinishTimeFairness
 from shock.plugins.policies.isolated import isolated_fractions

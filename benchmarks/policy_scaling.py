@@ -2,7 +2,7 @@
 
 For N = 32, 64, ..., --max-jobs (2048; --quick: 256) it times one allocation (after a warm-up
 call on a tiny instance) of max_min_fairness_perf, finish_time_fairness_perf and
-max_min_fairness_packed on `shock.core.bench.bench_instance(N)` (N single-GPU jobs of
+max_min_fairness_packed on `shock.engine.bench.bench_instance(N)` (N single-GPU jobs of
 Gavel's job types, N/4 GPUs of each of v100, p100, k80), and of the same problem stated in
 cvxpy and solved with ECOS (benchmarks/cvxpy_baselines.py) in the same run. A policy that
 is not installed is reported as such. The packed problem has a row per pair of jobs (N^2/2),
@@ -36,12 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cvxpy_baselines
 
-from shock.core.bench import Timing, bench_instance, time_allocation
 from shock.core.errors import ShockError, UnknownPluginError
-from shock.core.partition import PartitionedPolicy
 from shock.core.plugins import PluginRegistry, load_plugins
 from shock.core.policy import Allocation, Policy, PolicyInput
 from shock.core.solver import SolverSpec
+from shock.engine.bench import Timing, bench_instance, time_allocation
+from shock.lp.partition import PartitionedPolicy
 from shock.plugins.policies.max_min_fairness import normalised_rates
 
 

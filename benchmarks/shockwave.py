@@ -38,9 +38,9 @@ from rich.table import Table
 
 from shock.core.plugins import default_registry
 from shock.core.results import RunResult
-from shock.core.runner import RunOptions, build_request, bundled_trace_path
 from shock.core.throughputs import load_throughputs
 from shock.core.trace import Trace, read_trace
+from shock.engine.runner import RunOptions, build_request, bundled_trace_path
 from shock.traces.shockwave_generator import DynamicWorkloadConfig, generate_dynamic_jobs
 
 WISR = bundled_trace_path().parent.parent / "shockwave_wisr_throughputs.json"

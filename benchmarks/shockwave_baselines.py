@@ -39,7 +39,7 @@ from rich.table import Table
 
 from shock.core.plugins import default_registry
 from shock.core.results import RunResult
-from shock.core.runner import RunOptions, bundled_trace_path, run
+from shock.engine.runner import RunOptions, bundled_trace_path, run
 
 DATA = bundled_trace_path().parent.parent
 ONLY: list[str] = []

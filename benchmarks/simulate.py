@@ -48,8 +48,8 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from shock.core.results import RunResult
-from shock.core.runner import RunOptions, bundled_trace_path
 from shock.core.trace import Trace
+from shock.engine.runner import RunOptions, bundled_trace_path
 
 WISR = str(bundled_trace_path().parent.parent / "shockwave_wisr_throughputs.json")
 # Shockwave's paper's baselines, by shock's names (Gavel's LAS, Themis, AlloX, Gandiva-fair,
@@ -164,7 +164,7 @@ def _simulate(row: Row, policy: str) -> tuple[RunResult, float, float]:
     import cvxpy_baselines
 
     from shock.core.plugins import PluginRegistry, load_plugins
-    from shock.core.runner import build_request
+    from shock.engine.runner import build_request
 
     registry = PluginRegistry(load_plugins(extra_plugins=[cvxpy_baselines]))
     options = replace(row.options, policy=policy)

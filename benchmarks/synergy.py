@@ -34,9 +34,9 @@ from rich.table import Table
 
 from shock.core.plugins import default_registry
 from shock.core.results import RunResult
-from shock.core.runner import RunOptions, build_request, parse_window
 from shock.core.throughputs import default_throughputs
 from shock.core.trace import Trace
+from shock.engine.runner import RunOptions, build_request, parse_window
 from shock.traces.generator import WorkloadConfig, generate_jobs
 from shock.traces.synergy_generator import SynergyWorkload, generate_synergy_jobs
 

@@ -22,9 +22,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from shock.core.bench import bench_instance
 from shock.core.policy import PolicyInput
 from shock.core.solver import SolverSpec
+from shock.engine.bench import bench_instance
 from shock.plugins.policies.max_min_fairness_water_filling import entity_job_weights
 from shock.plugins.policies.units import job_units
 from shock.plugins.policies.water_filling import WaterFillingResult, water_fill

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 from shock.core.adaptation import AdaptationModel, AdaptationRules, BatchSizeRules
 from shock.core.backend_options import BackendOption, declared_options
-from shock.core.dynamics import BatchSchedule
-from shock.core.engine import run_engine
 from shock.core.errors import InputError, ShockError, UnknownPluginError
 from shock.core.events import (
     AllocationComputed,
@@ -62,14 +60,10 @@ from shock.core.executor import (
 )
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
-from shock.core.matrix_lp import MatrixLP, solve_matrix_lp, solve_matrix_milp
-from shock.core.mechanism import JobState, Mechanism
-from shock.core.metrics import JobRecord
 from shock.core.model import Cluster, JobSpec, Server
 from shock.core.placement import Placement, PlacementRequest
 from shock.core.plugins import PluginRegistry, default_registry, load_plugins
-from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, ProblemClass, UnitKey
-from shock.core.pyomo_solver import PyomoSolver
+from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, UnitKey
 from shock.core.resource_placement import (
     GrantPart,
     ResourceGrant,
@@ -77,12 +71,17 @@ from shock.core.resource_placement import (
     ResourceRequest,
     ServerResources,
 )
-from shock.core.results import RunResult
+from shock.core.results import JobRecord, RunResult
 from shock.core.run import Backend, ClusterRuntime, RunConfig, RunRequest
-from shock.core.runner import RunOptions, build_request, run
-from shock.core.solver import Solver, SolverSpec, solve_pyomo
+from shock.core.solver import ProblemClass, Solver, SolverSpec
 from shock.core.throughputs import ThroughputTable
 from shock.core.trace import Trace, TraceFormat
+from shock.engine.dynamics import BatchSchedule
+from shock.engine.engine import run_engine
+from shock.engine.mechanism import JobState, Mechanism
+from shock.engine.runner import RunOptions, build_request, run
+from shock.lp.matrix_lp import MatrixLP, solve_matrix_lp, solve_matrix_milp
+from shock.lp.pyomo_solver import PyomoSolver, solve_pyomo
 
 __all__ = [  # grouped in the module docstring
     "AdaptationModel",

@@ -3,9 +3,9 @@ batch-size rules, as benchmarks/shockwave_baselines.py compares them with Shockw
 
 from __future__ import annotations
 
-from shock.core.metrics import Metrics
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, bundled_trace_path, run
+from shock.core.results import Metrics
+from shock.engine.runner import RunOptions, bundled_trace_path, run
 
 # Trace file, throughput table and cluster of each of Shockwave's setups.
 SETUPS = {

@@ -8,13 +8,13 @@ import pytest
 from typer.testing import CliRunner
 
 from shock.cli.app import app
-from shock.core.epochs import datasets, epoch_profile, num_epochs, steps_per_epoch
 from shock.core.errors import InputError
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
-from shock.core.runner import bundled_trace_path
 from shock.core.throughputs import load_throughputs
 from shock.core.trace import read_trace
+from shock.engine.epochs import datasets, epoch_profile, num_epochs, steps_per_epoch
+from shock.engine.runner import bundled_trace_path
 
 WISR = load_throughputs(bundled_trace_path().parent.parent / "shockwave_wisr_throughputs.json")
 

@@ -13,20 +13,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from instances import generated_input
 
-from shock.core.allocation_check import (
+from shock.core.hookspecs import Register, hookimpl
+from shock.core.placement import PlacementRequest
+from shock.core.plugins import PluginRegistry, default_registry, load_plugins
+from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
+from shock.core.resource_placement import GrantPart, ResourceGrant, ResourceRequest
+from shock.core.solver import SolverSpec
+from shock.engine.allocation_check import (
     PluginOutputError,
     check_allocation,
     check_placement,
     check_resource_placement,
     placed_in_order,
 )
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.placement import PlacementRequest
-from shock.core.plugins import PluginRegistry, default_registry, load_plugins
-from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
-from shock.core.resource_placement import GrantPart, ResourceGrant, ResourceRequest
-from shock.core.runner import RunOptions, bundled_trace_path, run
-from shock.core.solver import SolverSpec
+from shock.engine.runner import RunOptions, bundled_trace_path, run
 
 # --------------------------------------------------------------------------- built-in policies
 

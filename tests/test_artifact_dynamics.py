@@ -10,13 +10,13 @@ import pytest
 from test_dynamics import dynamic_jobs
 from test_simulator import simulate
 
-from shock.core.epochs import steps_per_epoch
 from shock.core.errors import InputError
-from shock.core.mechanism import JobState, Mechanism
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, bundled_trace_path
 from shock.core.throughputs import load_throughputs
+from shock.engine.epochs import steps_per_epoch
+from shock.engine.mechanism import JobState, Mechanism
+from shock.engine.runner import RunOptions, bundled_trace_path
 from shock.plugins.adaptation.artifact_simulator import (
     accordion_target,
     gns_target,
@@ -193,7 +193,7 @@ def test_unknown_rules_are_a_clear_error() -> None:
 
 
 def test_the_rules_are_refused_where_real_jobs_adapt() -> None:
-    from shock.core.runner import build_request
+    from shock.engine.runner import build_request
 
     with pytest.raises(InputError, match="simulator only"):
         build_request(RunOptions(backend="grpc", adaptation_rules=ARTIFACT))

@@ -10,14 +10,14 @@ import math
 import pytest
 from test_mechanism import make_mechanism
 
-from shock.core.epochs import steps_per_epoch
 from shock.core.events import RoundStarted
 from shock.core.hookspecs import hookimpl
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, build_request, bundled_trace_path
 from shock.core.throughputs import load_throughputs
 from shock.core.trace import Trace
+from shock.engine.epochs import steps_per_epoch
+from shock.engine.runner import RunOptions, build_request, bundled_trace_path
 
 WISR = str(bundled_trace_path().parent.parent / "shockwave_wisr_throughputs.json")
 ROUND = 120.0

@@ -19,7 +19,7 @@ from shock.core.hookspecs import Register, hookimpl
 from shock.core.plugins import PluginRegistry, load_plugins
 from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime, RunRequest
-from shock.core.runner import RunOptions, build_request
+from shock.engine.runner import RunOptions, build_request
 from shock.plugins.backends.grpc import GrpcBackend, GrpcOptions
 
 

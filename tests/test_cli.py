@@ -14,7 +14,7 @@ from shock import __version__
 from shock.cli.app import app
 from shock.core.errors import InputError
 from shock.core.hookspecs import hookimpl
-from shock.core.runner import RunOptions, build_request, parse_window
+from shock.engine.runner import RunOptions, build_request, parse_window
 
 
 def _flat(text: str) -> str:

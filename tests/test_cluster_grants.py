@@ -33,12 +33,13 @@ from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
 from shock.core.cluster_file import cluster_from_option
 from shock.core.executor import PlannedUnit
-from shock.core.mechanism import Assignment, Mechanism, MechanismConfig
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.resource_placement import GrantPart, ResourceGrant
+from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.engine.mechanism import Assignment, Mechanism
 from shock.plugins.placement.synergy import TunePlacement
 
 TOKEN = "grants-token"

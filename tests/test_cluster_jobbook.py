@@ -12,8 +12,8 @@ from test_cluster_state import RESNET_32, DrivenWorker, _plan, _start_round
 from shock.cluster.job_service import PermissionError_, PreconditionError, RequestError
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
-from shock.core.runner import RunOptions, build_request
 from shock.core.trace import Trace
+from shock.engine.runner import RunOptions, build_request
 
 
 def _service(state_dir: Path) -> ClusterScheduler:

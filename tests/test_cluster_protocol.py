@@ -24,7 +24,7 @@ from shock.cluster.service import ServerAddress, start_server
 from shock.core.errors import ShockError
 from shock.core.model import JobSpec
 from shock.core.results import RunResult
-from shock.core.runner import RunOptions, build_request
+from shock.engine.runner import RunOptions, build_request
 
 TOKEN = "right-token"
 

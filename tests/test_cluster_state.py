@@ -23,7 +23,7 @@ from shock.core.executor import (
     RoundReport,
 )
 from shock.core.resource_placement import GrantPart, ResourceGrant
-from shock.core.runner import RunOptions, build_request
+from shock.engine.runner import RunOptions, build_request
 
 RESNET_32 = "ResNet-18 (batch size 32)"
 RESNET_64 = "ResNet-18 (batch size 64)"

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from results_documents import comparable
 
-from shock.core.engine import Engine
 from shock.core.errors import ShockError
 from shock.core.executor import ColumnarExecutor, ColumnProgress, RoundColumns
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
-from shock.core.runner import RunOptions, build_request
 from shock.core.throughputs import default_throughputs
 from shock.core.trace import Trace
+from shock.engine.engine import Engine
+from shock.engine.runner import RunOptions, build_request
 from shock.plugins.backends.simulator import SimulatedExecutor
 from shock.traces.generator import WorkloadConfig, generate_jobs
 from shock.traces.synergy_generator import SynergyWorkload, generate_synergy_jobs

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from shock.cli.app import app
 from shock.core.errors import InputError, ShockError
-from shock.core.runner import RunOptions, run
+from shock.engine.runner import RunOptions, run
 from shock.results.compare import compare
 
 SWEEP_SPEC = """

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from shockwave_traces import shockwave_run
 
-from shock.core.conic_interior_point import _Rows, conic_interior_point
+from shock.lp.conic_interior_point import _Rows, conic_interior_point
 
 
 def random_problem(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -9,13 +9,13 @@ import pytest
 from test_mechanism import make_mechanism, run_round
 from test_simulator import simulate
 
-from shock.core.dynamics import BatchSchedule, batch_schedules, follow_schedule, rescale
-from shock.core.epochs import steps_per_epoch
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
-from shock.core.runner import bundled_trace_path
 from shock.core.throughputs import default_throughputs
 from shock.core.trace import read_trace
+from shock.engine.dynamics import BatchSchedule, batch_schedules, follow_schedule, rescale
+from shock.engine.epochs import steps_per_epoch
+from shock.engine.runner import bundled_trace_path
 
 LM10 = "LM (batch size 10)"
 

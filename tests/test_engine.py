@@ -14,8 +14,6 @@ from cluster_procs import write_trace
 from durable_simulation import Crash, DurableSimulation
 from event_recorder import EventRecorder
 
-from shock.core.engine import Engine
-from shock.core.engine_state import restore
 from shock.core.events import RoundStarted
 from shock.core.executor import (
     BatchSizeChange,
@@ -29,7 +27,9 @@ from shock.core.hookspecs import hookimpl
 from shock.core.model import Cluster
 from shock.core.plugins import default_registry
 from shock.core.run import RunRequest
-from shock.core.runner import RunOptions, build_request
+from shock.engine.engine import Engine
+from shock.engine.engine_state import restore
+from shock.engine.runner import RunOptions, build_request
 from shock.plugins.backends.simulator import SimulatedExecutor
 
 TRACE = str(Path(__file__).parent.parent / "shock" / "data" / "traces" / "medium_test.trace")

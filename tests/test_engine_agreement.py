@@ -23,7 +23,7 @@ from fake_job import step_seconds
 
 from shock.core.plugins import default_registry
 from shock.core.run import ClusterRuntime
-from shock.core.runner import RunOptions, run
+from shock.engine.runner import RunOptions, run
 
 pytest.importorskip("grpc")
 

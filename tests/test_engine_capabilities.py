@@ -15,12 +15,12 @@ from shock.core.errors import InputError, ShockError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.model import JobSpec
 from shock.core.plugins import PluginRegistry, load_plugins
-from shock.core.presets import PRESETS, placement_for_preset
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
-from shock.core.runner import RunOptions, build_request
 from shock.core.throughputs import ThroughputTable, default_throughputs, throughputs_to_dict
 from shock.core.trace import Trace
+from shock.engine.presets import PRESETS, placement_for_preset
+from shock.engine.runner import RunOptions, build_request
 from shock.resources.throughputs import synergy_throughput_table
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from shock.core.engine import Engine
 from shock.core.executor import ExecutorCapabilities, Intake, OpenExecutor, RoundPlan, RoundReport
 from shock.core.model import JobSpec
 from shock.core.run import RunRequest
-from shock.core.runner import RunOptions, build_request
 from shock.core.trace import Trace
+from shock.engine.engine import Engine
+from shock.engine.runner import RunOptions, build_request
 from shock.plugins.backends.simulator import SimulatedExecutor
 
 LONG = JobSpec(0, "ResNet-18 (batch size 32)", 40_000)

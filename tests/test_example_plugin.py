@@ -22,8 +22,8 @@ from shock_cli import run_shock_wide
 from shock.core.errors import UnknownPluginError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.plugins import PluginRegistry, load_plugins
-from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, ProblemClass
-from shock.core.solver import SolverSpec
+from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
+from shock.core.solver import ProblemClass, SolverSpec
 
 EXAMPLE_DIR = EXAMPLES / "shock-example-policy"
 DISTRIBUTION = "shock-example-policy"

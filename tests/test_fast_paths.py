@@ -11,12 +11,12 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shock.core.mechanism import JobState, _policy_view
 from shock.core.model import JobSpec
 from shock.core.placement import PlacementRequest
 from shock.core.policy import PolicyJob
 from shock.core.resource_placement import ResourceRequest, ServerResources
 from shock.core.throughputs import parse_job_key
+from shock.engine.mechanism import JobState, _policy_view
 from shock.plugins.placement.consolidated import ConsolidatedPlacement
 from shock.plugins.placement.synergy import ProportionalPlacement, TunePlacement
 from shock.resources.profiles import synergy_profiles

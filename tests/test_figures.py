@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from shock.cli.app import app
 from shock.core.errors import InputError, ShockError
-from shock.core.runner import bundled_trace_path
+from shock.engine.runner import bundled_trace_path
 from shock.results.figures.kinds import KINDS, draw_kind
 from shock.results.figures.load import load_series
 from shock.results.figures.summary import SUMMARY_METRICS

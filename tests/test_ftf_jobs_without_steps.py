@@ -11,8 +11,8 @@ from test_policies_family import check_feasible, policy, problem
 from shock.core.errors import InputError
 from shock.core.plugins import default_registry
 from shock.core.policy import Policy, PolicyInput
-from shock.core.runner import RunOptions, build_request
 from shock.core.solver import SolverSpec
+from shock.engine.runner import RunOptions, build_request
 from shock.plugins.policies.isolated import isolated_fractions
 
 CAPACITY = {"v100": 2}

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 from shock.core.cluster_spec import parse_cluster
-from shock.core.mechanism import Mechanism, MechanismConfig
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, UnitKey
-from shock.core.presets import get_preset
+from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.engine.mechanism import Mechanism
+from shock.engine.presets import get_preset
 from shock.plugins.policies.fifo import Fifo
 from shock.plugins.policies.gandiva import Gandiva
 

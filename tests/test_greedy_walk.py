@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shock.core.greedy_walk import descending_order, take_at_first_entries, take_jobs_alone
+from shock.engine.greedy_walk import descending_order, take_at_first_entries, take_jobs_alone
 
 
 def _plain_walk(walk: list[int], width: int, sizes: list[int], left: list[int]) -> list[list[int]]:

@@ -13,10 +13,10 @@ from instances import generated_input
 from scipy.optimize import linprog
 from shockwave_traces import shockwave_run
 
-from shock.core.conic_interior_point import conic_interior_point_optimum
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, build_request, bundled_trace_path
 from shock.core.solver import SolverSpec
+from shock.engine.runner import RunOptions, build_request, bundled_trace_path
+from shock.lp.conic_interior_point import conic_interior_point_optimum
 from shock.plugins.policies.max_sum_throughput import MaxSumThroughput
 
 

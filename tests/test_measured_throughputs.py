@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shock.core.measured_throughputs import ThroughputEstimates
 from shock.core.throughputs import throughputs_from_dict, throughputs_to_dict
+from shock.engine.measured_throughputs import ThroughputEstimates
 
 JOB = "ResNet-18 (batch size 32)"
 LM = "LM (batch size 32)"

@@ -10,15 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shock.core.metrics import (
-    UNFAIR_RHO,
-    JobRecord,
-    RunCounters,
-    average_contention,
-    compute_metrics,
-    ftf_rhos,
-)
-from shock.core.results import SCHEMA_VERSION, RunResult
+from shock.core.results import SCHEMA_VERSION, UNFAIR_RHO, JobRecord, RunCounters, RunResult
+from shock.engine.metrics import average_contention, compute_metrics, ftf_rhos
 
 # Three jobs:
 #   A: [0, 10), alone 5 s     B: [5, 15), alone 10 s     C: [20, 50), alone 10 s

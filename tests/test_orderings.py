@@ -164,7 +164,7 @@ def test_ftf_synergy_order_runs_the_least_behind_first() -> None:
 def test_the_synergy_preset_runs_ftf_in_synergys_order(
     preset: str, given: tuple[str, ...], synergy_order: bool
 ) -> None:
-    from shock.core.runner import RunOptions, build_request
+    from shock.engine.runner import RunOptions, build_request
 
     request = build_request(RunOptions(policy="ftf", preset=preset, policy_options=given))
     assert request.policy.options.synergy_order is synergy_order  # type: ignore[attr-defined]

@@ -8,14 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shock.core.cluster_spec import parse_cluster
-from shock.core.mechanism import Mechanism, MechanismConfig
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.policy import Allocation, PolicyInput, PolicyJob
-from shock.core.runner import RunOptions, build_request
+from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
 from shock.core.trace import Trace
+from shock.engine.mechanism import Mechanism
+from shock.engine.runner import RunOptions, build_request
 from shock.plugins.policies.max_min_fairness import MaxMinFairness
 from shock.plugins.policies.max_min_fairness_packed import MaxMinFairnessPacked
 from shock.traces.generator import WorkloadConfig, generate_jobs

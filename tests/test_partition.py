@@ -1,4 +1,4 @@
-"""POP partitioning (shock.core.partition), `shock bench policy` and `shock run --partitions`."""
+"""POP partitioning (shock.lp.partition), `shock bench policy` and `shock run --partitions`."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from shock_cli import run_shock
 from typer.testing import CliRunner
 
 from shock.cli.app import app
-from shock.core.bench import bench_instance
 from shock.core.errors import InputError, UnknownPluginError
-from shock.core.partition import PartitionedPolicy
 from shock.core.plugins import default_registry
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
-from shock.core.runner import RunOptions, build_request
 from shock.core.solver import SolverSpec
+from shock.engine.bench import bench_instance
+from shock.engine.runner import RunOptions, build_request
+from shock.lp.partition import PartitionedPolicy
 
 SOLVER = SolverSpec()
 WORKER_TYPES = ("k80", "p100", "v100")

@@ -11,15 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shock.core.allocation_check import PluginOutputError, placed_in_order
 from shock.core.cluster_spec import parse_cluster
-from shock.core.mechanism import Assignment, Mechanism, MechanismConfig
 from shock.core.model import JobSpec
 from shock.core.placement import Placement, PlacementRequest
 from shock.core.plugins import default_registry
 from shock.core.policy import UnitKey
+from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.engine.allocation_check import PluginOutputError, placed_in_order
+from shock.engine.mechanism import Assignment, Mechanism
 from shock.plugins.placement.consolidated import ConsolidatedPlacement, FirstFitPlacement
 
 ROUND = 360.0

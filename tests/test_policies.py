@@ -14,11 +14,11 @@ from scipy.optimize import linprog
 
 from shock.core.errors import SolverError
 from shock.core.plugins import default_registry
-from shock.core.policy import Allocation, PolicyInput, PolicyJob, ProblemClass
-from shock.core.runner import RunOptions, build_request, run
-from shock.core.solver import SolverSpec, available_solvers
+from shock.core.policy import Allocation, PolicyInput, PolicyJob
+from shock.core.solver import ProblemClass, SolverSpec, available_solvers
 from shock.core.throughputs import ThroughputTable, default_throughputs
 from shock.core.trace import write_trace
+from shock.engine.runner import RunOptions, build_request, run
 from shock.plugins.policies.max_min_fairness import normalised_rates
 from shock.traces.generator import WorkloadConfig, generate_jobs
 

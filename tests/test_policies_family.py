@@ -17,8 +17,8 @@ from scipy.optimize import linprog
 
 from shock.core.errors import ShockError
 from shock.core.plugins import PluginRegistry, load_plugins
-from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, ProblemClass
-from shock.core.solver import SolverSpec, available_solvers
+from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
+from shock.core.solver import ProblemClass, SolverSpec, available_solvers
 from shock.core.throughputs import default_throughputs
 from shock.plugins.policies import cost, finish_time_fairness, max_sum_throughput
 from shock.plugins.policies import min_total_duration as makespan_module

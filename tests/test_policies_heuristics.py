@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shock.core.plugins import PluginRegistry, load_plugins
-from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, ProblemClass
-from shock.core.runner import RunOptions, run
-from shock.core.solver import SolverSpec
+from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
+from shock.core.solver import ProblemClass, SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.engine.runner import RunOptions, run
 from shock.plugins.policies import allox, isolated, proportional
 from shock.plugins.policies.allox import AlloX, match_jobs
 from shock.plugins.policies.fifo import Fifo

@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from shock.core.partition import PartitionedPolicy
 from shock.core.plugins import default_registry
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.lp.partition import PartitionedPolicy
 
 HIGHS = SolverSpec("highs")
 WORKER_TYPES = ("v100", "p100", "k80")

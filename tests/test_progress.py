@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from shock.cli.app import app
 from shock.cli.progress import ProgressObserver, interactive, wants_progress
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, run
+from shock.engine.runner import RunOptions, run
 
 
 class _Stream(io.StringIO):

@@ -16,7 +16,7 @@ from shock_cli import run_shock
 from typer.testing import CliRunner
 
 from shock.cli.app import app
-from shock.core.runner import bundled_trace_path
+from shock.engine.runner import bundled_trace_path
 from shock.results.report import build_report
 from shock.results.runs import load_run
 

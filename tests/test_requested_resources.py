@@ -18,8 +18,8 @@ from shock.core.resource_placement import (
     ServerResources,
     requested_per_gpu,
 )
-from shock.core.runner import RunOptions, run
 from shock.core.solver import SolverSpec
+from shock.engine.runner import RunOptions, run
 from shock.plugins.placement.opt import OptPlacement
 from shock.plugins.placement.synergy import GreedyPlacement, TunePlacement
 from shock.plugins.policies.orderings import demand_shares

@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shock.core.cluster_file import cluster_from_option
-from shock.core.mechanism import Mechanism, MechanismConfig
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.resource_placement import (
@@ -18,8 +17,10 @@ from shock.core.resource_placement import (
     ResourceRequest,
     ServerResources,
 )
+from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.engine.mechanism import Mechanism
 from shock.plugins.placement.opt import OptPlacement
 from shock.plugins.placement.synergy import (
     GreedyPlacement,

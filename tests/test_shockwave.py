@@ -17,9 +17,9 @@ from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.policy import PolicyInput, PolicyJob
 from shock.core.policy_options import parse_policy_options, typed_options
-from shock.core.runner import RunOptions, build_request
 from shock.core.solver import SolverSpec, is_installed
 from shock.core.throughputs import default_throughputs
+from shock.engine.runner import RunOptions, build_request
 from shock.plugins.policies.shockwave.options import ShockwaveOptions
 from shock.plugins.policies.shockwave.planner import (
     PlanJob,

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from instances import generated_input
 
-from shock.core.allocation_check import allocate_checked
 from shock.core.errors import InputError
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, build_request, bundled_trace_path
 from shock.core.solver import SolverSpec
+from shock.engine.allocation_check import allocate_checked
+from shock.engine.runner import RunOptions, build_request, bundled_trace_path
 from shock.plugins.policies.max_sum_throughput import MaxSumThroughput
 
 SOLVER = SolverSpec(name="highs")
@@ -170,7 +170,7 @@ def barrier_gradient(x, rates, floors, scale, capacity):  # type: ignore[no-unty
 @settings(max_examples=30, deadline=None)
 @given(st.integers(min_value=0, max_value=10_000))
 def test_analytic_centre_zeroes_the_barriers_gradient(seed: int) -> None:
-    from shock.core.analytic_centre import analytic_centre, is_strictly_feasible
+    from shock.lp.analytic_centre import analytic_centre, is_strictly_feasible
 
     rng = np.random.default_rng(seed)
     m, n = int(rng.integers(1, 6)), int(rng.integers(1, 4))
@@ -191,7 +191,7 @@ def test_analytic_centre_of_a_symmetric_box_by_hand() -> None:
     # log t + log(t - 0.2) + log(1 - t), twice, plus log(2 - 2t): the derivative
     # 1/t + 1/(t - 0.2) - 1/(1 - t) - 1/(2 - 2t) = 0, i.e. 1/t + 1/(t - 0.2) = 1.5 / (1 - t),
     # whose one root in (0.2, 1) is found below by bisection.
-    from shock.core.analytic_centre import analytic_centre
+    from shock.lp.analytic_centre import analytic_centre
 
     def derivative(t: float) -> float:
         return 1 / t + 1 / (t - 0.2) - 1.5 / (1 - t)

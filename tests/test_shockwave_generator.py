@@ -11,9 +11,9 @@ import pytest
 from shock_cli import run_shock
 
 from shock.core.plugins import default_registry
-from shock.core.runner import bundled_trace_path
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import read_trace, write_trace
+from shock.engine.runner import bundled_trace_path
 from shock.traces.shockwave_generator import (
     DynamicWorkloadConfig,
     duration_values_h,

@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 from test_simulator import rate
 
-from shock.core.engine import Engine
 from shock.core.events import RoundEnded
 from shock.core.hookspecs import hookimpl
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, build_request
 from shock.core.trace import Trace
+from shock.engine.engine import Engine
+from shock.engine.runner import RunOptions, build_request
 from shock.plugins.backends.simulator import SimulatedExecutor
 
 # A job type whose whole-round steps scaled down differ from its steps in 100 s.

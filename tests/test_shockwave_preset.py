@@ -14,11 +14,11 @@ from test_mechanism import HUGE, make_mechanism
 from test_simulator import LM, rate, simulate
 
 from shock.core.executor import PlannedUnit, RoundPlan
-from shock.core.mechanism import MechanismConfig
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, build_request
+from shock.core.run import MechanismConfig
 from shock.core.trace import Trace
+from shock.engine.runner import RunOptions, build_request
 from shock.plugins.backends.simulator import SimulatedExecutor
 
 SHOCKWAVE = {"cluster": "1:0:0", "policy": "max_min_fairness", "preset": "shockwave"}

@@ -11,9 +11,9 @@ from shock.core.errors import InputError, ShockError
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.results import RunResult
-from shock.core.runner import RunOptions, build_request, run
 from shock.core.throughputs import default_throughputs
 from shock.core.trace import Trace
+from shock.engine.runner import RunOptions, build_request, run
 
 RESNET = "ResNet-18 (batch size 32)"
 LM = "LM (batch size 20)"

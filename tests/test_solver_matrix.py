@@ -25,18 +25,18 @@ import pyomo.environ as pyo
 import pytest
 from instances import generated_input
 
-import shock.core.pyomo_solver as pyomo_solver_module
+import shock.lp.pyomo_solver as pyomo_solver_module
 from shock.core.errors import SolverError
 from shock.core.plugins import default_registry
-from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
-from shock.core.pyomo_solver import PyomoSolver
+from shock.core.policy import Allocation, Policy, PolicyInput
 from shock.core.solver import (
+    ProblemClass,
     SolverSpec,
     available_solvers,
-    solve_pyomo,
     solver_options,
     unavailable_reason,
 )
+from shock.lp.pyomo_solver import PyomoSolver, solve_pyomo
 from shock.plugins.solvers import ipopt as ipopt_plugin
 from shock.plugins.solvers.gurobi import pip_licence_excess as gurobi_pip_licence_excess
 

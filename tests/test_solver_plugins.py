@@ -13,9 +13,8 @@ from instances import generated_input
 from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.plugins import PluginRegistry, load_plugins
-from shock.core.policy import ProblemClass
-from shock.core.runner import RunOptions, build_request, bundled_trace_path, run
-from shock.core.solver import Solver, SolverSpec, available_solvers
+from shock.core.solver import ProblemClass, Solver, SolverSpec, available_solvers
+from shock.engine.runner import RunOptions, build_request, bundled_trace_path, run
 
 
 class CountingHighs(Solver):

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from shock.cli.app import app
 from shock.core.errors import InputError
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, bundled_trace_path, run
 from shock.core.throughputs import default_throughputs
 from shock.core.trace import write_trace
+from shock.engine.runner import RunOptions, bundled_trace_path, run
 from shock.sweep.cells import make_cell
 from shock.sweep.spec import load_spec
 from shock.traces.generator import WorkloadConfig, generate_jobs

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from shock import __version__
 from shock.cli.app import app
-from shock.core.runner import RunOptions, bundled_trace_path, run
+from shock.engine.runner import RunOptions, bundled_trace_path, run
 from shock.sweep.cells import Cell, make_cell
 from shock.sweep.ray_cells import CellJob, ShippedFile, file_digest, run_cell_job
 from shock.sweep.ray_pool import RayTarget, run_on_ray

@@ -10,8 +10,8 @@ from shock_cli import run_shock
 from shock.core.errors import InputError
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, run
 from shock.core.trace import read_trace, write_trace
+from shock.engine.runner import RunOptions, run
 from shock.resources.profiles import synergy_profiles
 
 HEADER = "job_id,model_name,arrival_time_s,total_iterations,gpu_demand"

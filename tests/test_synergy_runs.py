@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from shock.cli.app import app
-from shock.core.runner import RunOptions, build_request, run
+from shock.engine.runner import RunOptions, build_request, run
 
 HEADER = "job_id,model_name,arrival_time_s,total_iterations,gpu_demand\n"
 

@@ -9,8 +9,8 @@ import pytest
 
 from shock.core.errors import InputError
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, run
 from shock.core.trace import read_trace, write_trace
+from shock.engine.runner import RunOptions, run
 from shock.resources.profiles import synergy_profiles
 from shock.resources.throughputs import synergy_throughput_table
 from shock.traces.synergy_generator import SynergyWorkload, generate_synergy_jobs

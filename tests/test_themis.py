@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from instances import generated_input
 
 from shock.core.errors import InputError
-from shock.core.metrics import finish_time_ratio
 from shock.core.plugins import default_registry
 from shock.core.policy import PolicyInput, PolicyJob
-from shock.core.runner import RunOptions, build_request
 from shock.core.solver import SolverSpec
+from shock.engine.metrics import finish_time_ratio
+from shock.engine.runner import RunOptions, build_request
 from shock.plugins.policies.themis.auction import Bid, proportional_fair, run_auction
 from shock.plugins.policies.themis.options import ThemisOptions
 from shock.plugins.policies.themis.policy import AuctionLog, JobView, Themis

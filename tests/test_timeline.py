@@ -12,11 +12,11 @@ from test_dynamics import dynamic_jobs
 from test_simulator import simulate
 from timeline_checks import check_timeline
 
-from shock.core.dynamics import batch_schedules
 from shock.core.model import JobSpec, batch_size_of
 from shock.core.plugins import default_registry
 from shock.core.results import RunResult
 from shock.core.throughputs import default_throughputs
+from shock.engine.dynamics import batch_schedules
 from shock.results.document import ResultDocument, load_result
 
 JOB_TYPES = (

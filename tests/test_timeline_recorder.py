@@ -5,9 +5,10 @@ finished early, and a timeline taken mid-run stays as it was while recording goe
 from __future__ import annotations
 
 from shock.core.executor import UnitProgress
-from shock.core.mechanism import Assignment, JobState, PairState
 from shock.core.model import Cluster, JobSpec
-from shock.core.timeline import Segment, TimelineRecorder
+from shock.core.timeline import Segment
+from shock.engine.mechanism import Assignment, JobState, PairState
+from shock.engine.timeline_recorder import TimelineRecorder
 
 WORKER_TYPES = ("k80", "v100")
 

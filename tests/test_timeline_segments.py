@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shock.core import timeline_segments
-from shock.core.timeline_segments import SegmentBuilder
+from shock.engine import timeline_segments
+from shock.engine.timeline_segments import SegmentBuilder
 
 # One job's run in a round: (job, worker-type column, GPUs, exec s, how it stopped).
 Run = tuple[int, int, int, float, int]

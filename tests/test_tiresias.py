@@ -14,13 +14,13 @@ from feasibility import check_feasible
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shock.core.engine import Engine
 from shock.core.errors import InputError
 from shock.core.plugins import default_registry
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
 from shock.core.run import RunRequest
-from shock.core.runner import RunOptions, build_request, run
 from shock.core.solver import SolverSpec
+from shock.engine.engine import Engine
+from shock.engine.runner import RunOptions, build_request, run
 from shock.plugins.policies.gittins_index import ServiceDistribution, read_samples
 from shock.plugins.policies.tiresias import Tiresias, TiresiasGittins
 

@@ -11,9 +11,9 @@ from shock_cli import run_shock
 
 from shock.core.errors import InputError, ShockError
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, run
 from shock.core.throughputs import default_throughputs
 from shock.core.trace import read_trace
+from shock.engine.runner import RunOptions, run
 from shock.resources.profiles import synergy_profiles
 from shock.traces.importers import import_trace, records
 from shock.traces.importers.shaping import GPU_TIME_CLASSES, ShapeOptions

@@ -13,13 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shock.core.cluster_spec import parse_cluster
-from shock.core.mechanism import Mechanism, MechanismConfig, Unit
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.policy import PolicyInput, PolicyJob
+from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
-from shock.core.unit_counters import Counters, UnitCounters, UnitRates
+from shock.engine.mechanism import Mechanism, Unit
+from shock.engine.unit_counters import Counters, UnitCounters, UnitRates
 
 HALF_ROUND = 180.0
 TABLE = default_throughputs()
@@ -273,8 +274,8 @@ def test_the_selections_pick_what_the_plain_walks_pick(
 ) -> None:
     # Gavel's priorities and the deficit walk as arrays, and as loops (below the thresholds).
     with (
-        patch("shock.core.mechanism._FEW_UNITS", few_units),
-        patch("shock.core.mechanism._FEW_ENTRIES", few_units),
+        patch("shock.engine.mechanism._FEW_UNITS", few_units),
+        patch("shock.engine.mechanism._FEW_ENTRIES", few_units),
     ):
         _selections_agree_with_the_plain_walks(seed, policy, selection)
 

@@ -21,9 +21,9 @@ from shock.core.errors import InputError
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.policy import PolicyInput, PolicyJob
-from shock.core.runner import RunOptions, run
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.engine.runner import RunOptions, run
 from shock.plugins.policies.max_min_fairness_water_filling import (
     MaxMinFairnessWaterFilling,
     entity_job_weights,

@@ -34,7 +34,7 @@ from shock.cli.trace_import_commands import convert_command, import_command
 from shock.core.errors import ShockError
 from shock.core.plugins import default_registry
 from shock.core.results import document_text
-from shock.core.runner import DEFAULT_CLUSTER, DEFAULT_POLICY, RunOptions, parse_window, run
+from shock.engine.runner import DEFAULT_CLUSTER, DEFAULT_POLICY, RunOptions, parse_window, run
 
 app = typer.Typer(
     name="shock",

@@ -10,13 +10,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from shock.core.bench import bench_instance, time_allocation
 from shock.core.errors import InputError
-from shock.core.partition import PartitionedPolicy
 from shock.core.plugins import default_registry
 from shock.core.policy import Policy
-from shock.core.runner import DEFAULT_POLICY
 from shock.core.solver import SolverSpec
+from shock.engine.bench import bench_instance, time_allocation
+from shock.engine.runner import DEFAULT_POLICY
+from shock.lp.partition import PartitionedPolicy
 
 bench_app = typer.Typer(help="Time policies on synthetic instances.", no_args_is_help=True)
 

@@ -18,7 +18,7 @@ from shock.cli.progress import ProgressObserver, wants_progress
 from shock.cluster.defaults import DEFAULT_HOST, DEFAULT_JOB_COMMAND, DEFAULT_PORT, TOKEN_ENV
 from shock.core.errors import InputError, ShockError
 from shock.core.plugins import default_registry
-from shock.core.runner import DEFAULT_POLICY, RunOptions, build_request
+from shock.engine.runner import DEFAULT_POLICY, RunOptions, build_request
 from shock.plugins.backends.grpc import GrpcOptions
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from shock.core.epochs import epoch_profile, num_epochs
 from shock.core.plugins import default_registry
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import read_trace, write_trace
+from shock.engine.epochs import epoch_profile, num_epochs
 from shock.traces.generator import WorkloadConfig, generate_jobs
 from shock.traces.shockwave_generator import DynamicWorkloadConfig, generate_dynamic_jobs
 

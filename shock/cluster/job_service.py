@@ -19,9 +19,9 @@ from shock.cluster.journal import Journal
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.core.errors import ShockError
 from shock.core.executor import Intake
-from shock.core.measured_throughputs import ThroughputEstimates
 from shock.core.model import JobSpec, batch_size_of
 from shock.core.run import RunRequest
+from shock.engine.measured_throughputs import ThroughputEstimates
 from shock.workloads.families import UnknownJobTypeError, parse_job_type
 
 if TYPE_CHECKING:

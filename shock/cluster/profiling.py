@@ -21,8 +21,8 @@ from shock.cluster.timeline import average_rates, run_timings
 from shock.core.errors import ShockError
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
-from shock.core.runner import RunOptions, run
 from shock.core.trace import write_trace
+from shock.engine.runner import RunOptions, run
 from shock.plugins.backends.grpc import GrpcOptions
 
 # The policy that runs each job to its end once started: no preemption, clean rates.

@@ -1,6 +1,6 @@
 """The gRPC cluster's executor: the engine's round plans carried out on real workers.
 
-The engine (shock/core/engine.py) decides; this class carries each round out in wall-clock
+The engine (shock/engine/engine.py) decides; this class carries each round out in wall-clock
 time. For every planned job it extends the lease of its run if it stays on the same GPUs,
 otherwise preempts the old run and launches a new one as soon as the job's previous run has
 exited and the target GPUs are free. At the round's end (its length, earlier once every job
@@ -30,8 +30,6 @@ from shock.cluster.job_service import JobBook, PreconditionError, RequestError, 
 from shock.cluster.journal import Journal, ThroughputRow, WorkerRow
 from shock.cluster.launch import launch_grant
 from shock.cluster.proto import shock_cluster_pb2 as pb
-from shock.core.engine import run_engine
-from shock.core.epochs import job_type_with_batch_size
 from shock.core.errors import ShockError
 from shock.core.executor import (
     BatchSizeChange,
@@ -44,11 +42,13 @@ from shock.core.executor import (
     StrayProgress,
     UnitProgress,
 )
-from shock.core.measured_throughputs import ThroughputEstimates
 from shock.core.model import Cluster, JobSpec, Server, batch_size_of
 from shock.core.results import RunResult
 from shock.core.run import RunRequest
 from shock.core.throughputs import throughputs_to_dict
+from shock.engine.engine import run_engine
+from shock.engine.epochs import job_type_with_batch_size
+from shock.engine.measured_throughputs import ThroughputEstimates
 
 _log = logging.getLogger(__name__)
 

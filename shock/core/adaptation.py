@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Protocol
 from shock.core.model import JobSpec
 
 if TYPE_CHECKING:
-    from shock.core.dynamics import BatchSchedule
-    from shock.core.mechanism import JobState, Mechanism
     from shock.core.plugins import PluginRegistry
     from shock.core.throughputs import ThroughputTable
+    from shock.engine.dynamics import BatchSchedule
+    from shock.engine.mechanism import JobState, Mechanism
 
 
 class AdaptationModel(Protocol):

@@ -5,12 +5,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shock.core.errors import InputError
+from shock.core.solver import ProblemClass
 
 if TYPE_CHECKING:
     from shock.core.solver import SolverSpec
@@ -20,13 +20,6 @@ if TYPE_CHECKING:
 UnitKey = int | tuple[int, int]
 
 
-class ProblemClass(Enum):
-    """The kind of optimisation problem a policy produces (decides which solvers fit)."""
-
-    HEURISTIC = "heuristic"
-    LP = "LP"
-    MILP = "MILP"
-    NLP = "NLP"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from shock.core.errors import ShockError
-from shock.core.mechanism import MechanismConfig
 from shock.core.model import Cluster
 from shock.core.placement import Placement
 from shock.core.plugins import PluginRegistry
@@ -104,3 +103,34 @@ class Backend(Protocol):
     description: str
 
     def run(self, request: RunRequest) -> RunResult: ...
+
+
+SELECTION_RULES = ("deficit", "gavel")
+
+
+@dataclass(frozen=True, slots=True)
+class MechanismConfig:
+    round_length_s: float = 360.0
+    # Allocations are recomputed only when jobs arrived or left, and at most this often.
+    min_allocation_interval_s: float = 0.0
+    # Gavel: a job that arrived after the last allocation may be picked but is not placed.
+    hold_unallocated_jobs: bool = False
+    # Use `<type>_unconsolidated` throughputs for gangs that straddle servers.
+    placement_sensitive: bool = False
+    # "deficit": one queue of (job, type) pairs by time owed (allocation x elapsed - received),
+    # which realises allocations closely; "gavel": Gavel's per-type walk by priority.
+    selection: str = "deficit"
+    seed: int = 0
+    # Re-run the policy every round whatever the policy asks (Synergy's simulator does).
+    reallocate_every_round: bool = False
+    # A batch-size change asks for a new allocation (Shockwave's simulator never does: the
+    # policy sees the new throughputs at the next arrival or completion).
+    reallocate_on_batch_size_change: bool = True
+    # Whether the seconds a unit loses to a (re)start count as time it received (shock's:
+    # it held the GPUs). Shockwave's simulator counts only the seconds it ran, so a job
+    # that was preempted is owed the restart and is picked again sooner.
+    overhead_counts_as_received: bool = True
+
+    def __post_init__(self) -> None:
+        if self.selection not in SELECTION_RULES:
+            raise ValueError(f"selection must be one of {', '.join(SELECTION_RULES)}")

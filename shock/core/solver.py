@@ -3,19 +3,29 @@
 Policies write Pyomo models (readable, any solver); which solvers exist is up to the plugins
 of kind "solver" (`register_solvers`). Solving, status checks, time limits and fallbacks live
 here, not in each policy. LPs re-solved every round may also go to highspy directly
-(`shock.core.matrix_lp`) when the chosen solver plugin declares it is HiGHS.
+(`shock.lp.matrix_lp`) when the chosen solver plugin declares it is HiGHS.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from shock.core.errors import SolverError
-from shock.core.policy import ProblemClass
 
 if TYPE_CHECKING:
     from shock.core.plugins import PluginRegistry
+
+
+class ProblemClass(Enum):
+    """The kind of optimisation problem a policy produces (decides which solvers fit)."""
+
+    HEURISTIC = "heuristic"
+    LP = "LP"
+    MILP = "MILP"
+    NLP = "NLP"
+
 
 DEFAULT_SOLVER = "highs"
 
@@ -24,7 +34,7 @@ class Solver:
     """A solver plugin: one solver, driven through Pyomo.
 
     Register an instance with `register_solvers`. Only `solve` must be written; the
-    other members have defaults. `shock.core.pyomo_solver.PyomoSolver` implements them all
+    other members have defaults. `shock.lp.pyomo_solver.PyomoSolver` implements them all
     for a solver with a Pyomo interface.
     """
 
@@ -152,101 +162,3 @@ def available_solvers(registry: PluginRegistry | None = None) -> list[str]:
 def solver_options(spec: SolverSpec) -> dict[str, Any]:
     """The options `solve_pyomo` hands the solver, under its own option names."""
     return spec.solver().options(spec)
-
-
-def solve_pyomo(model: Any, spec: SolverSpec) -> None:
-    """Solve a Pyomo model in place; raise SolverError unless it is optimal (or, for a model
-    with integer variables, a feasible incumbent at a time or iteration limit)."""
-    from pyomo.opt import SolverStatus, TerminationCondition
-
-    name = spec.name
-    solver = spec.solver()
-    reason = solver.unavailable_reason()
-    if reason is not None:
-        raise SolverError(f"solver '{name}' is not available in this environment: {reason}")
-    if ProblemClass.MILP not in solver.problem_classes and _has_discrete_variables(model):
-        # Ipopt would silently relax integrality.
-        raise SolverError(
-            f"solver '{name}' cannot solve MILP problems (the model has integer variables); "
-            f"it takes {accepted_classes(solver)}"
-        )
-    try:
-        result = solver.solve(model, spec)
-    except SolverError:
-        raise
-    except Exception as exc:  # solver back-ends raise many exception types
-        raise SolverError(_failure_message(solver, model, exc)) from exc
-    condition = result.solver.termination_condition
-    status = result.solver.status
-    optimal = condition in (
-        TerminationCondition.optimal,
-        TerminationCondition.locallyOptimal,
-        TerminationCondition.globallyOptimal,
-    ) or (solver.feasible_is_optimal and condition is TerminationCondition.feasible)
-    stopped_early = condition in (
-        TerminationCondition.maxTimeLimit,
-        TerminationCondition.maxIterations,
-        TerminationCondition.maxEvaluations,
-        TerminationCondition.feasible,  # glpsol at its time limit
-    )
-    if stopped_early and not optimal:
-        # Only a MIP incumbent is feasible when a solver stops early; an LP or NLP iterate
-        # (interior point, Ipopt) need not be, so it is an error like on the HiGHS fast path.
-        if len(result.solution) == 0 or not _has_discrete_variables(model):
-            limit = f", time limit {spec.time_limit_s} s" if spec.time_limit_s else ""
-            raise SolverError(
-                f"solver '{name}' stopped early ({condition}{limit}) without an optimal solution"
-            )
-    elif not optimal:
-        raise SolverError(f"solver '{name}' ended with {condition} (status {status})")
-    if status not in (SolverStatus.ok, SolverStatus.warning, SolverStatus.aborted):
-        raise SolverError(f"solver '{name}' returned status {status} ({condition})")
-    # Accepted: load without Pyomo's warning about a 'warning'/'aborted' status.
-    result.solver.status = SolverStatus.ok
-    model.solutions.load_from(result)
-
-
-def model_size(model: Any) -> tuple[int, int]:
-    """(variables, active constraints) of a Pyomo model, blocks included; an upper bound on
-    what a solver sees (it leaves out variables no constraint or objective uses)."""
-    import pyomo.environ as pyo
-
-    variables = sum(1 for _ in model.component_data_objects(pyo.Var, descend_into=True))
-    constraints = sum(
-        1 for _ in model.component_data_objects(pyo.Constraint, active=True, descend_into=True)
-    )
-    return variables, constraints
-
-
-def is_nonlinear(model: Any) -> bool:
-    """Whether any active constraint or objective of a Pyomo model has non-linear terms."""
-    import pyomo.environ as pyo
-
-    for constraint in model.component_data_objects(pyo.Constraint, active=True):
-        if constraint.body.polynomial_degree() not in (0, 1):
-            return True
-    for objective in model.component_data_objects(pyo.Objective, active=True):
-        if objective.expr.polynomial_degree() not in (0, 1):
-            return True
-    return False
-
-
-def _has_discrete_variables(model: Any) -> bool:
-    import pyomo.environ as pyo
-
-    return any(
-        not var.fixed and (var.is_integer() or var.is_binary())
-        for var in model.component_data_objects(pyo.Var, descend_into=True)
-    )
-
-
-def _failure_message(solver: Solver, model: Any, exc: Exception) -> str:
-    if ProblemClass.NLP not in solver.problem_classes and is_nonlinear(model):
-        return (
-            f"solver '{solver.name}' cannot solve NLP problems (the model has non-linear "
-            f"terms); it takes {accepted_classes(solver)}"
-        )
-    explained = solver.explain_failure(model, exc)
-    if explained is not None:
-        return explained
-    return f"solver '{solver.name}' failed: {type(exc).__name__}: {exc}"

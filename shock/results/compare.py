@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from shock.core.errors import InputError, ShockError
-from shock.core.metrics import Metrics
+from shock.core.results import Metrics
 from shock.results.document import load_result
 
 # Metrics a sweep's runs.csv may hold (a name clashing with an option has a "metric." prefix).

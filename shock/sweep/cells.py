@@ -9,7 +9,7 @@ from pathlib import Path
 
 from shock import __version__
 from shock.core.errors import InputError
-from shock.core.runner import RunOptions, bundled_trace_path, parse_window
+from shock.engine.runner import RunOptions, bundled_trace_path, parse_window
 from shock.sweep.spec import RUN_OPTIONS, CellSpec
 
 KEY_LENGTH = 16  # hex digits: 64 bits, ample for the cells of any sweep

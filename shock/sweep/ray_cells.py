@@ -64,7 +64,7 @@ def _usable_path(shipped: ShippedFile, content: bytes, scratch: Path) -> str:
 
 def run_cell_job(job: CellJob, *contents: bytes) -> CellReport:
     """Run one cell as `shock run` would; any error becomes a failed outcome."""
-    from shock.core.runner import run
+    from shock.engine.runner import run
 
     started = time.perf_counter()
     key = job.cell.key

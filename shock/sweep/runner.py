@@ -104,7 +104,7 @@ def failure_message(exc: BaseException) -> str:
 
 def run_cell(cell: Cell, out_dir: Path) -> CellOutcome:
     """Run one cell (in a worker process); any error becomes a failed outcome."""
-    from shock.core.runner import run
+    from shock.engine.runner import run
 
     started = time.perf_counter()
     try:

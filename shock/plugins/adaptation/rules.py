@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from shock.core.dynamics import BatchSchedule, follow_schedule
 from shock.core.hookspecs import Register, hookimpl
-from shock.core.mechanism import JobState, Mechanism
 from shock.core.model import JobSpec
 from shock.core.plugins import PluginRegistry
 from shock.core.throughputs import ThroughputTable
+from shock.engine.dynamics import BatchSchedule, follow_schedule
+from shock.engine.mechanism import JobState, Mechanism
 from shock.plugins.adaptation.artifact_simulator import ArtifactBatchDynamics
 
 

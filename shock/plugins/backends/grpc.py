@@ -21,7 +21,7 @@ from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime, RunRequest
 
 if TYPE_CHECKING:
-    from shock.core.runner import RunOptions
+    from shock.engine.runner import RunOptions
 
 # Round length of a local cluster run unless --round-length says otherwise: real jobs are
 # short, and the preset's rounds (minutes) would leave GPUs idle behind finished jobs.

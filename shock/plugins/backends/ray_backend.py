@@ -24,7 +24,7 @@ from shock.core.run import ClusterRuntime, RunRequest
 from shock.plugins.backends.grpc import LOCAL_ROUND_LENGTH_S, _sigterm_as_interrupt
 
 if TYPE_CHECKING:
-    from shock.core.runner import RunOptions
+    from shock.engine.runner import RunOptions
 
 LOCAL_ADDRESS = "local"
 DEFAULT_LOCAL_GPUS = "v100=2,k80=2"

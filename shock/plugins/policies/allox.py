@@ -68,10 +68,10 @@ from typing import Any
 import numpy as np
 
 from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.policy import Allocation, Policy, PolicyInput
 from shock.core.policy_options import typed_options
 from shock.core.policy_state import by_job, job_keyed
-from shock.core.solver import SolverSpec
+from shock.core.solver import ProblemClass, SolverSpec
 
 
 @dataclass(frozen=True, slots=True)

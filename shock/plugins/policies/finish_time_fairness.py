@@ -59,11 +59,12 @@ import numpy as np
 from shock.core.errors import SolverError
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
-from shock.core.matrix_lp import MatrixLP, highs_lp, solve_matrix_lp
-from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.policy import Allocation, Policy, PolicyInput
 from shock.core.policy_options import typed_options
 from shock.core.policy_state import by_job, job_keyed
-from shock.core.solver import SolverSpec, solve_pyomo
+from shock.core.solver import ProblemClass, SolverSpec
+from shock.lp.matrix_lp import MatrixLP, highs_lp, solve_matrix_lp
+from shock.lp.pyomo_solver import solve_pyomo
 from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.rate_lp import (
     agnostic_throughputs,

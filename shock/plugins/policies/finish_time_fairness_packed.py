@@ -24,9 +24,9 @@ import numpy as np
 
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
-from shock.core.matrix_lp import MatrixLP, highs_lp
-from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass, UnitKey
-from shock.core.solver import SolverSpec
+from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
+from shock.core.solver import ProblemClass, SolverSpec
+from shock.lp.matrix_lp import MatrixLP, highs_lp
 from shock.plugins.policies.finish_time_fairness import (
     FinishTimeFairness,
     FinishTimeProblem,

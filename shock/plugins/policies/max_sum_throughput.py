@@ -17,7 +17,7 @@ Option `raw_throughput=true` sums raw steps/s as Gavel and Shockwave do (w_j T[j
 division by T_best_j); `--preset shockwave` sets it, to compare with Shockwave's simulator.
 
 Option `ecos_point=true` (also set by `--preset shockwave`) answers with the point ECOS's
-interior-point method stops at (shock.core.conic_interior_point), as Gavel's and Shockwave's
+interior-point method stops at (shock.lp.conic_interior_point), as Gavel's and Shockwave's
 simulators do, clipped to [0, 1] as they clip it. The LP's optimum is the same, but a job the
 optimum leaves out keeps the tiny share (about 1e-8) the method leaves it, and Gavel's round
 mechanism ranks those jobs by it when GPUs are left over (a job never run gets priority
@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shock.core.conic_interior_point import conic_interior_point_optimum
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
-from shock.core.matrix_lp import MatrixLP, solve_matrix_lp
-from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.policy import Allocation, Policy, PolicyInput
 from shock.core.policy_options import typed_options
-from shock.core.solver import SolverSpec, solve_pyomo
+from shock.core.solver import ProblemClass, SolverSpec
+from shock.lp.conic_interior_point import conic_interior_point_optimum
+from shock.lp.matrix_lp import MatrixLP, solve_matrix_lp
+from shock.lp.pyomo_solver import solve_pyomo
 from shock.plugins.policies.rate_lp import (
     base_triplets,
     matrix_lp,

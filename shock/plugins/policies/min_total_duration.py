@@ -28,10 +28,10 @@ Shockwave's code returns instead: their bisection over T (from [100 s, 10^6 s], 
 the bracket is within 5%, widening tenfold if nothing is feasible) stops at some T_b in
 [T*, 1.05 T*), and their answer is ECOS's point of the feasibility problem at T_b. With no
 objective, that point is whatever ECOS's method stops at, so the bisection is replayed with
-the same method (shock.core.conic_interior_point) as its solver. Below T* nothing is
+the same method (shock.lp.conic_interior_point) as its solver. Below T* nothing is
 feasible, so only the midpoints at or above T* are solved; one where the method stops short
 of its tolerances is refused, as Gavel refuses every status but "optimal". Where no midpoint
-is answered, the analytic centre (shock.core.analytic_centre) at the analytic T_b stands in.
+is answered, the analytic centre (shock.lp.analytic_centre) at the analytic T_b stands in.
 Every job gets slack beyond its floor R_j / T_b.
 
 A job with no steps left needs no time and gets none; a job that runs on no type could never
@@ -46,14 +46,15 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from shock.core.analytic_centre import analytic_centre, is_strictly_feasible
-from shock.core.conic_interior_point import conic_interior_point
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
-from shock.core.matrix_lp import solve_matrix_lp
-from shock.core.policy import Allocation, Policy, PolicyInput, ProblemClass
+from shock.core.policy import Allocation, Policy, PolicyInput
 from shock.core.policy_options import typed_options
-from shock.core.solver import SolverSpec, solve_pyomo
+from shock.core.solver import ProblemClass, SolverSpec
+from shock.lp.analytic_centre import analytic_centre, is_strictly_feasible
+from shock.lp.conic_interior_point import conic_interior_point
+from shock.lp.matrix_lp import solve_matrix_lp
+from shock.lp.pyomo_solver import solve_pyomo
 from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.max_min_fairness import MaxMinFairness
 from shock.plugins.policies.max_min_fairness_packed import MaxMinFairnessPacked

@@ -32,8 +32,9 @@ import numpy as np
 
 from shock.core.errors import SolverError
 from shock.core.lazy import lazy_module
-from shock.core.matrix_lp import MatrixLP, highs_lp
-from shock.core.solver import SolverSpec, solve_pyomo
+from shock.core.solver import SolverSpec
+from shock.lp.matrix_lp import MatrixLP, highs_lp
+from shock.lp.pyomo_solver import solve_pyomo
 from shock.plugins.policies.rate_lp import simplex_highs
 from shock.plugins.policies.units import Units
 

@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import ProblemClass
-from shock.core.pyomo_solver import PyomoSolver
+from shock.core.solver import ProblemClass
+from shock.lp.pyomo_solver import PyomoSolver
 
 
 class GlpkSolver(PyomoSolver):

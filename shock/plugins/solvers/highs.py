@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import ProblemClass
-from shock.core.pyomo_solver import PyomoSolver
+from shock.core.solver import ProblemClass
+from shock.lp.pyomo_solver import PyomoSolver
 
 
 class HighsSolver(PyomoSolver):
     def prepare(self) -> None:
-        from shock.core.matrix_lp import quiet_highs_banner
+        from shock.lp.matrix_lp import quiet_highs_banner
 
         quiet_highs_banner()
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import ProblemClass
-from shock.core.pyomo_solver import PyomoSolver
+from shock.core.solver import ProblemClass
+from shock.lp.pyomo_solver import PyomoSolver
 
 SCIP = PyomoSolver(
     name="scip",

@@ -13,56 +13,10 @@ for every job, and T_alone at the job's own batch-size schedule.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-UNFAIR_RHO = 1.05
-
-
-@dataclass(frozen=True, slots=True)
-class JobRecord:
-    job_id: int
-    arrival_s: float
-    completion_s: float
-    isolated_runtime_s: float  # alone on the fastest worker type, at its scale factor
-    scale_factor: int = 1
-
-    @property
-    def jct_s(self) -> float:
-        return self.completion_s - self.arrival_s
-
-
-@dataclass(frozen=True, slots=True)
-class RunCounters:
-    """What the mechanism counted while running."""
-
-    busy_gpu_seconds: float = 0.0
-    preemptions: int = 0
-    lease_extensions: int = 0
-    placements: int = 0  # scheduled (job, round) units, the denominator of the extension share
-    rounds: int = 0
-    allocations: int = 0
-    solver_seconds: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Metrics:
-    jobs: int
-    avg_jct_s: float
-    makespan_s: float
-    p50_jct_s: float
-    p90_jct_s: float
-    p99_jct_s: float
-    utilization: float
-    worst_ftf_rho: float
-    unfair_fraction: float
-    preemptions: int
-    lease_extension_share: float
-    rounds: int
-    allocations: int
-    solver_seconds: float
-    wall_s: float
+from shock.core.results import UNFAIR_RHO, JobRecord, Metrics, RunCounters
 
 
 def average_contention(

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from shock.core.mechanism import Mechanism, MechanismStats
-from shock.core.metrics import JobRecord
 from shock.core.model import JobSpec
 from shock.core.policy import Allocation, Policy, UnitKey
+from shock.core.results import JobRecord
+from shock.engine.mechanism import Mechanism, MechanismStats
 
 FORMAT_VERSION = 1
 _log = logging.getLogger(__name__)

@@ -13,17 +13,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from shock.core.epochs import (
-    epoch_profile,
-    job_type_with_batch_size,
-    num_epochs,
-    steps_per_epoch,
-)
 from shock.core.errors import InputError
-from shock.core.mechanism import JobState, Mechanism
 from shock.core.model import JobSpec
 from shock.core.plugins import PluginRegistry
 from shock.core.throughputs import ThroughputTable
+from shock.engine.epochs import epoch_profile, job_type_with_batch_size, num_epochs, steps_per_epoch
+from shock.engine.mechanism import JobState, Mechanism
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,6 @@ from typing import Any
 import numpy as np
 
 from shock.core.adaptation import BatchSizeRules
-from shock.core.dynamics import BatchSchedule, batch_schedules, whole_epochs_alone_s
-from shock.core.engine_state import EngineCounters, RestoredRun, restore, snapshot
-from shock.core.epochs import steps_per_epoch
 from shock.core.errors import ShockError
 from shock.core.events import (
     AllocationComputed,
@@ -47,8 +44,14 @@ from shock.core.executor import (
     RoundPlan,
     RoundReport,
 )
-from shock.core.measured_throughputs import ThroughputEstimates
-from shock.core.mechanism import (
+from shock.core.model import Cluster, JobSpec
+from shock.core.results import JobRecord, RunCounters, RunResult
+from shock.core.run import RunConfig, RunRequest
+from shock.engine.dynamics import BatchSchedule, batch_schedules, whole_epochs_alone_s
+from shock.engine.engine_state import EngineCounters, RestoredRun, restore, snapshot
+from shock.engine.epochs import steps_per_epoch
+from shock.engine.measured_throughputs import ThroughputEstimates
+from shock.engine.mechanism import (
     ASSIGNED_COLUMN,
     ASSIGNED_GPUS,
     ASSIGNED_GRANT,
@@ -60,11 +63,8 @@ from shock.core.mechanism import (
     MechanismStats,
     UnitKey,
 )
-from shock.core.metrics import JobRecord, RunCounters, compute_metrics
-from shock.core.model import Cluster, JobSpec
-from shock.core.results import RunResult
-from shock.core.run import RunConfig, RunRequest
-from shock.core.timeline import TimelineRecorder
+from shock.engine.metrics import compute_metrics
+from shock.engine.timeline_recorder import TimelineRecorder
 
 _log = logging.getLogger(__name__)
 

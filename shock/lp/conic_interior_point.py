@@ -27,7 +27,7 @@ non-negative orthant only:
 The polytope has the time-fraction structure (x[j, w] >= 0, sum_w x[j, w] <= 1,
 sum_j s_j x[j, w] <= N_w, and in the feasibility problems sum_w r[j, w] x[j, w] >= d_j), so
 each Newton system is solved with m small n x n solves and the Woodbury identity, as in
-shock.core.analytic_centre. With an objective the method runs into the optimum's face, where
+shock.lp.analytic_centre. With an objective the method runs into the optimum's face, where
 the scalings span twenty orders of magnitude; there each system is solved in augmented form
 (m small (n + 1) x (n + 1) solves and an n x n Schur complement) and refined iteratively, as
 ECOS refines its own.

@@ -11,16 +11,15 @@ from shock.core.cluster_file import cluster_from_option
 from shock.core.cluster_spec import parse_prices
 from shock.core.entities import parse_entities
 from shock.core.errors import InputError
-from shock.core.mechanism import MechanismConfig
-from shock.core.partition import PartitionedPolicy
 from shock.core.plugins import PluginRegistry, default_registry
 from shock.core.policy_options import parse_policy_options
-from shock.core.presets import get_preset, placement_for_preset
 from shock.core.results import RunResult
-from shock.core.run import ClusterRuntime, RunConfig, RunRequest
+from shock.core.run import ClusterRuntime, MechanismConfig, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import Trace, default_cluster_for, default_throughputs_for, read_trace
+from shock.engine.presets import get_preset, placement_for_preset
+from shock.lp.partition import PartitionedPolicy
 
 DEFAULT_TRACE = "max_min_fairness.trace"
 # Gavel's physical cluster: 8 V100, 16 P100 and 24 K80 GPUs.

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from shock.core.errors import SolverError
-from shock.core.solver import SolverSpec, solve_pyomo
+from shock.core.solver import SolverSpec
+from shock.lp.pyomo_solver import solve_pyomo
 
 
 @dataclass(frozen=True, slots=True)
