@@ -57,7 +57,9 @@ def decisions(document: dict) -> dict:
     timeline = dict(document.get("timeline") or {})
     if "rounds" in timeline:
         timeline["rounds"] = {k: v for k, v in timeline["rounds"].items() if k != "solve_s"}
-    return {**document, "metrics": metrics, "timeline": timeline}
+    # The trace by its file name: the same run from another checkout hashes the same.
+    trace = Path(document["trace"]).name
+    return {**document, "trace": trace, "metrics": metrics, "timeline": timeline}
 
 
 def run_one(name: str, args: tuple[str, ...], root: Path, out: Path) -> str:
