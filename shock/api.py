@@ -26,14 +26,24 @@ Import from here, and only from here: everything under `shock.core`, `shock.plug
   `RoundEnded`, `JobFinished`, `RunFinished`.
 - Running: `RunOptions`, `build_request`, `run`; the plugin registry (`PluginRegistry`,
   `load_plugins`, `default_registry`).
-- Errors a user can act on: `ShockError`, `InputError`, `UnknownPluginError`.
+- Errors a user can act on: `ShockError`, `InputError`, `UnknownPluginError`, `SolverError`.
+- Building blocks the built-in plugins share: typed policy options (`typed_options`), JSON forms
+  of policy state (`by_job`, `job_keyed`, `job_pairs`, `pairs_of`, `random_state`,
+  `set_random_state`), job kinds (`batch_size_of`, `model_family_of`, `DEFAULT_ENTITY`,
+  `DEFAULT_CPUS_PER_GPU`, `DEFAULT_MEM_GB_PER_GPU`), epochs and batch-size schedules
+  (`adaptation_data`, `datasets`, `num_epochs`, `steps_per_epoch`, `job_type_with_batch_size`,
+  `follow_schedule`), fairness (`fair_share_runtime`, `finish_time_ratio`), and the optimisation
+  layer's direct paths (`highs_lp`, `new_highs`, `quiet_highs_banner`, `model_size`,
+  `is_nonlinear`, the ECOS-style `conic_interior_point` and `conic_interior_point_optimum`,
+  `analytic_centre`, `is_strictly_feasible`).
 """
 
 from __future__ import annotations
 
 from shock.core.adaptation import AdaptationModel, AdaptationRules, BatchSizeRules
 from shock.core.backend_options import BackendOption, declared_options
-from shock.core.errors import InputError, ShockError, UnknownPluginError
+from shock.core.entities import DEFAULT_ENTITY
+from shock.core.errors import InputError, ShockError, SolverError, UnknownPluginError
 from shock.core.events import (
     AllocationComputed,
     JobArrived,
@@ -60,11 +70,22 @@ from shock.core.executor import (
 )
 from shock.core.hookspecs import Register, hookimpl
 from shock.core.lazy import lazy_module
-from shock.core.model import Cluster, JobSpec, Server
+from shock.core.model import Cluster, JobSpec, Server, batch_size_of, model_family_of
 from shock.core.placement import Placement, PlacementRequest
 from shock.core.plugins import PluginRegistry, default_registry, load_plugins
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, UnitKey
+from shock.core.policy_options import typed_options
+from shock.core.policy_state import (
+    by_job,
+    job_keyed,
+    job_pairs,
+    pairs_of,
+    random_state,
+    set_random_state,
+)
 from shock.core.resource_placement import (
+    DEFAULT_CPUS_PER_GPU,
+    DEFAULT_MEM_GB_PER_GPU,
     GrantPart,
     ResourceGrant,
     ResourcePlacement,
@@ -76,14 +97,34 @@ from shock.core.run import Backend, ClusterRuntime, RunConfig, RunRequest
 from shock.core.solver import ProblemClass, Solver, SolverSpec
 from shock.core.throughputs import ThroughputTable
 from shock.core.trace import Trace, TraceFormat
-from shock.engine.dynamics import BatchSchedule
+from shock.engine.dynamics import BatchSchedule, follow_schedule
 from shock.engine.engine import run_engine
+from shock.engine.epochs import (
+    adaptation_data,
+    datasets,
+    job_type_with_batch_size,
+    num_epochs,
+    steps_per_epoch,
+)
 from shock.engine.mechanism import JobState, Mechanism
+from shock.engine.metrics import fair_share_runtime, finish_time_ratio
 from shock.engine.runner import RunOptions, build_request, run
-from shock.lp.matrix_lp import MatrixLP, solve_matrix_lp, solve_matrix_milp
-from shock.lp.pyomo_solver import PyomoSolver, solve_pyomo
+from shock.lp.analytic_centre import analytic_centre, is_strictly_feasible
+from shock.lp.conic_interior_point import conic_interior_point, conic_interior_point_optimum
+from shock.lp.matrix_lp import (
+    MatrixLP,
+    highs_lp,
+    new_highs,
+    quiet_highs_banner,
+    solve_matrix_lp,
+    solve_matrix_milp,
+)
+from shock.lp.pyomo_solver import PyomoSolver, is_nonlinear, model_size, solve_pyomo
 
 __all__ = [  # grouped in the module docstring
+    "DEFAULT_CPUS_PER_GPU",
+    "DEFAULT_ENTITY",
+    "DEFAULT_MEM_GB_PER_GPU",
     "AdaptationModel",
     "AdaptationRules",
     "Allocation",
@@ -138,6 +179,7 @@ __all__ = [  # grouped in the module docstring
     "ServerResources",
     "ShockError",
     "Solver",
+    "SolverError",
     "SolverSpec",
     "StrayProgress",
     "ThroughputTable",
@@ -146,15 +188,41 @@ __all__ = [  # grouped in the module docstring
     "UnitKey",
     "UnitProgress",
     "UnknownPluginError",
+    "adaptation_data",
+    "analytic_centre",
+    "batch_size_of",
     "build_request",
+    "by_job",
+    "conic_interior_point",
+    "conic_interior_point_optimum",
+    "datasets",
     "declared_options",
     "default_registry",
+    "fair_share_runtime",
+    "finish_time_ratio",
+    "follow_schedule",
+    "highs_lp",
     "hookimpl",
+    "is_nonlinear",
+    "is_strictly_feasible",
+    "job_keyed",
+    "job_pairs",
+    "job_type_with_batch_size",
     "lazy_module",
     "load_plugins",
+    "model_family_of",
+    "model_size",
+    "new_highs",
+    "num_epochs",
+    "pairs_of",
+    "quiet_highs_banner",
+    "random_state",
     "run",
     "run_engine",
+    "set_random_state",
     "solve_matrix_lp",
     "solve_matrix_milp",
     "solve_pyomo",
+    "steps_per_epoch",
+    "typed_options",
 ]

@@ -3,9 +3,7 @@ regimes (Shockwave's profile rules, from the bundled adaptation patterns)."""
 
 from __future__ import annotations
 
-from shock.core.errors import ShockError
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.model import JobSpec
+from shock.api import JobSpec, Register, ShockError, hookimpl
 from shock.plugins.adaptation.patterns import accordion_rules
 
 

@@ -28,10 +28,14 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from shock.core.model import JobSpec
-from shock.core.plugins import PluginRegistry
-from shock.engine.epochs import job_type_with_batch_size, steps_per_epoch
-from shock.engine.mechanism import JobState, Mechanism
+from shock.api import (
+    JobSpec,
+    JobState,
+    Mechanism,
+    PluginRegistry,
+    job_type_with_batch_size,
+    steps_per_epoch,
+)
 from shock.plugins.adaptation.patterns import accordion_rules, gns_rules
 
 # Shockwave's simulator builds the GNS pattern of a job at least this many epochs long

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from shock.engine.epochs import adaptation_data
+from shock.api import adaptation_data
 
 Interval = tuple[int, int]  # [start, end) over 0-based epoch indices
 

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.model import JobSpec
-from shock.core.plugins import PluginRegistry
-from shock.core.throughputs import ThroughputTable
-from shock.engine.dynamics import BatchSchedule, follow_schedule
-from shock.engine.mechanism import JobState, Mechanism
+from shock.api import (
+    BatchSchedule,
+    JobSpec,
+    JobState,
+    Mechanism,
+    PluginRegistry,
+    Register,
+    ThroughputTable,
+    follow_schedule,
+    hookimpl,
+)
 from shock.plugins.adaptation.artifact_simulator import ArtifactBatchDynamics
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from shock.core.errors import ShockError
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.model import JobSpec
+from shock.api import JobSpec, Register, ShockError, hookimpl
 
 
 class StaticAdaptation:

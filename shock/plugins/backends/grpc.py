@@ -14,14 +14,11 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from shock.api import ClusterRuntime, Register, RunRequest, RunResult, ShockError, hookimpl
 from shock.cluster.defaults import DEFAULT_JOB_COMMAND
-from shock.core.errors import ShockError
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.results import RunResult
-from shock.core.run import ClusterRuntime, RunRequest
 
 if TYPE_CHECKING:
-    from shock.engine.runner import RunOptions
+    from shock.api import RunOptions
 
 # Round length of a local cluster run unless --round-length says otherwise: real jobs are
 # short, and the preset's rounds (minutes) would leave GPUs idle behind finished jobs.

@@ -15,16 +15,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from shock.api import ClusterRuntime, Register, RunRequest, RunResult, ShockError, hookimpl
 from shock.cluster.defaults import DEFAULT_JOB_COMMAND
 from shock.cluster.ray_nodes import is_worker_type, parse_local_gpus
-from shock.core.errors import ShockError
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.results import RunResult
-from shock.core.run import ClusterRuntime, RunRequest
 from shock.plugins.backends.grpc import LOCAL_ROUND_LENGTH_S, _sigterm_as_interrupt
 
 if TYPE_CHECKING:
-    from shock.engine.runner import RunOptions
+    from shock.api import RunOptions
 
 LOCAL_ADDRESS = "local"
 DEFAULT_LOCAL_GPUS = "v100=2,k80=2"

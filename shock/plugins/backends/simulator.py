@@ -13,20 +13,22 @@ from typing import Any
 
 import numpy as np
 
-from shock.core.executor import (
+from shock.api import (
+    Cluster,
     ColumnProgress,
     ExecutorCapabilities,
+    JobSpec,
     PlannedUnit,
+    Register,
     RoundColumns,
     RoundPlan,
     RoundReport,
+    RunRequest,
+    RunResult,
     UnitProgress,
+    hookimpl,
+    run_engine,
 )
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.model import Cluster, JobSpec
-from shock.core.results import RunResult
-from shock.core.run import RunRequest
-from shock.engine.engine import run_engine
 
 # Builds a named tuple without its Python-level __new__ (one per unit per round).
 _new_tuple = tuple.__new__

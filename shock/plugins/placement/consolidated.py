@@ -9,9 +9,7 @@ from __future__ import annotations
 from itertools import chain, filterfalse, groupby, islice
 from operator import attrgetter
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.placement import PlacementRequest
-from shock.core.policy import UnitKey
+from shock.api import PlacementRequest, Register, UnitKey, hookimpl
 
 # Getters in C (they run for every request in every round).
 _size = attrgetter("scale_factor")

@@ -17,11 +17,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from shock.core.errors import SolverError
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import UnitKey
-from shock.core.resource_placement import ResourceGrant, ResourceRequest, ServerResources
-from shock.lp.matrix_lp import quiet_highs_banner
+from shock.api import (
+    Register,
+    ResourceGrant,
+    ResourceRequest,
+    ServerResources,
+    SolverError,
+    UnitKey,
+    hookimpl,
+    quiet_highs_banner,
+)
 from shock.plugins.placement.synergy import (
     TunePlacement,
     _ResourcePlacement,

@@ -15,9 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import UnitKey
-from shock.core.resource_placement import ResourceGrant, ResourceRequest, ServerResources
+from shock.api import Register, ResourceGrant, ResourceRequest, ServerResources, UnitKey, hookimpl
 from shock.resources.books import (
     EPSILON,
     Books,

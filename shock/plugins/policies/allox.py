@@ -67,11 +67,18 @@ from typing import Any
 
 import numpy as np
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import Allocation, Policy, PolicyInput
-from shock.core.policy_options import typed_options
-from shock.core.policy_state import by_job, job_keyed
-from shock.core.solver import ProblemClass, SolverSpec
+from shock.api import (
+    Allocation,
+    Policy,
+    PolicyInput,
+    ProblemClass,
+    Register,
+    SolverSpec,
+    by_job,
+    hookimpl,
+    job_keyed,
+    typed_options,
+)
 
 
 @dataclass(frozen=True, slots=True)

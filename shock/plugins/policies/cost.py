@@ -39,13 +39,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shock.core.errors import ShockError, SolverError
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.lazy import lazy_module
-from shock.core.policy import Allocation, Policy, PolicyInput
-from shock.core.solver import ProblemClass, SolverSpec
-from shock.lp.matrix_lp import MatrixLP, solve_matrix_lp
-from shock.lp.pyomo_solver import solve_pyomo
+from shock.api import (
+    Allocation,
+    MatrixLP,
+    Policy,
+    PolicyInput,
+    ProblemClass,
+    Register,
+    ShockError,
+    SolverError,
+    SolverSpec,
+    hookimpl,
+    lazy_module,
+    solve_matrix_lp,
+    solve_pyomo,
+)
 from shock.plugins.policies.rate_lp import (
     base_triplets,
     best_solo_rate,

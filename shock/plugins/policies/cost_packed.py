@@ -23,11 +23,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shock.core.errors import SolverError
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.lazy import lazy_module
-from shock.core.policy import Allocation, PolicyInput
-from shock.core.solver import SolverSpec
+from shock.api import (
+    Allocation,
+    PolicyInput,
+    Register,
+    SolverError,
+    SolverSpec,
+    hookimpl,
+    lazy_module,
+)
 from shock.plugins.policies.cost import _MARGIN, CostNormalisedThroughput, slo_targets
 from shock.plugins.policies.sparse_lp import RowBlock, solve_blocks
 from shock.plugins.policies.units import Units, clean_unit_fractions, job_units

@@ -23,11 +23,20 @@ from typing import Any
 
 import numpy as np
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
-from shock.core.policy_options import typed_options
-from shock.core.policy_state import by_job, job_keyed, random_state, set_random_state
-from shock.core.solver import SolverSpec
+from shock.api import (
+    Allocation,
+    Policy,
+    PolicyInput,
+    Register,
+    SolverSpec,
+    UnitKey,
+    by_job,
+    hookimpl,
+    job_keyed,
+    random_state,
+    set_random_state,
+    typed_options,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,15 +56,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shock.core.errors import SolverError
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.lazy import lazy_module
-from shock.core.policy import Allocation, Policy, PolicyInput
-from shock.core.policy_options import typed_options
-from shock.core.policy_state import by_job, job_keyed
-from shock.core.solver import ProblemClass, SolverSpec
-from shock.lp.matrix_lp import MatrixLP, highs_lp, solve_matrix_lp
-from shock.lp.pyomo_solver import solve_pyomo
+from shock.api import (
+    Allocation,
+    MatrixLP,
+    Policy,
+    PolicyInput,
+    ProblemClass,
+    Register,
+    SolverError,
+    SolverSpec,
+    by_job,
+    highs_lp,
+    hookimpl,
+    job_keyed,
+    lazy_module,
+    solve_matrix_lp,
+    solve_pyomo,
+    typed_options,
+)
 from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.rate_lp import (
     agnostic_throughputs,

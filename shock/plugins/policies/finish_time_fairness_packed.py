@@ -22,11 +22,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.lazy import lazy_module
-from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
-from shock.core.solver import ProblemClass, SolverSpec
-from shock.lp.matrix_lp import MatrixLP, highs_lp
+from shock.api import (
+    Allocation,
+    MatrixLP,
+    Policy,
+    PolicyInput,
+    ProblemClass,
+    Register,
+    SolverSpec,
+    UnitKey,
+    highs_lp,
+    hookimpl,
+    lazy_module,
+)
 from shock.plugins.policies.finish_time_fairness import (
     FinishTimeFairness,
     FinishTimeProblem,

@@ -25,11 +25,20 @@ from typing import Any
 
 import numpy as np
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
-from shock.core.policy_options import typed_options
-from shock.core.policy_state import job_pairs, pairs_of, random_state, set_random_state
-from shock.core.solver import SolverSpec
+from shock.api import (
+    Allocation,
+    Policy,
+    PolicyInput,
+    Register,
+    SolverSpec,
+    UnitKey,
+    hookimpl,
+    job_pairs,
+    pairs_of,
+    random_state,
+    set_random_state,
+    typed_options,
+)
 
 GOOD_PAIR = 1.0  # a pair must do at least the work of one job alone to be kept
 

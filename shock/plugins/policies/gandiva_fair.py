@@ -37,11 +37,16 @@ from itertools import permutations
 
 import numpy as np
 
-from shock.core.entities import DEFAULT_ENTITY
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import Allocation, Policy, PolicyInput
-from shock.core.policy_options import typed_options
-from shock.core.solver import SolverSpec
+from shock.api import (
+    DEFAULT_ENTITY,
+    Allocation,
+    Policy,
+    PolicyInput,
+    Register,
+    SolverSpec,
+    hookimpl,
+    typed_options,
+)
 from shock.plugins.policies.rate_lp import normalised_throughput_coefficients
 from shock.plugins.policies.time_fraction_lp import clean_fractions
 

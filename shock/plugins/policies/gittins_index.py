@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shock.core.errors import InputError
+from shock.api import InputError
 
 
 class ServiceDistribution:

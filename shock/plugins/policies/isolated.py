@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import Allocation, Policy, PolicyInput
-from shock.core.solver import SolverSpec
+from shock.api import Allocation, Policy, PolicyInput, Register, SolverSpec, hookimpl
 
 
 def isolated_fractions(capacity: np.ndarray, scale_factors: np.ndarray) -> np.ndarray:

@@ -22,10 +22,16 @@ import dataclasses
 
 import numpy as np
 
-from shock.core.entities import DEFAULT_ENTITY
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import Allocation, Policy, PolicyInput
-from shock.core.solver import ProblemClass, SolverSpec
+from shock.api import (
+    DEFAULT_ENTITY,
+    Allocation,
+    Policy,
+    PolicyInput,
+    ProblemClass,
+    Register,
+    SolverSpec,
+    hookimpl,
+)
 from shock.plugins.policies.units import job_units
 from shock.plugins.policies.water_filling import water_fill
 

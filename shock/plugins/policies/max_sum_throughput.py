@@ -32,14 +32,21 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.lazy import lazy_module
-from shock.core.policy import Allocation, Policy, PolicyInput
-from shock.core.policy_options import typed_options
-from shock.core.solver import ProblemClass, SolverSpec
-from shock.lp.conic_interior_point import conic_interior_point_optimum
-from shock.lp.matrix_lp import MatrixLP, solve_matrix_lp
-from shock.lp.pyomo_solver import solve_pyomo
+from shock.api import (
+    Allocation,
+    MatrixLP,
+    Policy,
+    PolicyInput,
+    ProblemClass,
+    Register,
+    SolverSpec,
+    conic_interior_point_optimum,
+    hookimpl,
+    lazy_module,
+    solve_matrix_lp,
+    solve_pyomo,
+    typed_options,
+)
 from shock.plugins.policies.rate_lp import (
     base_triplets,
     matrix_lp,

@@ -46,15 +46,22 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.lazy import lazy_module
-from shock.core.policy import Allocation, Policy, PolicyInput
-from shock.core.policy_options import typed_options
-from shock.core.solver import ProblemClass, SolverSpec
-from shock.lp.analytic_centre import analytic_centre, is_strictly_feasible
-from shock.lp.conic_interior_point import conic_interior_point
-from shock.lp.matrix_lp import solve_matrix_lp
-from shock.lp.pyomo_solver import solve_pyomo
+from shock.api import (
+    Allocation,
+    Policy,
+    PolicyInput,
+    ProblemClass,
+    Register,
+    SolverSpec,
+    analytic_centre,
+    conic_interior_point,
+    hookimpl,
+    is_strictly_feasible,
+    lazy_module,
+    solve_matrix_lp,
+    solve_pyomo,
+    typed_options,
+)
 from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.max_min_fairness import MaxMinFairness
 from shock.plugins.policies.max_min_fairness_packed import MaxMinFairnessPacked

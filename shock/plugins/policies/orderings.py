@@ -29,11 +29,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import Allocation, Policy, PolicyInput
-from shock.core.policy_options import typed_options
-from shock.core.resource_placement import DEFAULT_CPUS_PER_GPU, DEFAULT_MEM_GB_PER_GPU
-from shock.core.solver import SolverSpec
+from shock.api import (
+    DEFAULT_CPUS_PER_GPU,
+    DEFAULT_MEM_GB_PER_GPU,
+    Allocation,
+    Policy,
+    PolicyInput,
+    Register,
+    SolverSpec,
+    hookimpl,
+    typed_options,
+)
 from shock.resources.catalog import profile_for
 
 

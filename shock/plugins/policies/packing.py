@@ -11,8 +11,7 @@ from math import gcd
 
 import numpy as np
 
-from shock.core.policy import PolicyInput
-from shock.core.throughputs import ThroughputTable
+from shock.api import PolicyInput, ThroughputTable
 
 
 @dataclass(frozen=True, slots=True)

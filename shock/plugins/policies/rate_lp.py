@@ -13,9 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from shock.core.policy import PolicyInput
-from shock.core.solver import SolverSpec
-from shock.lp.matrix_lp import MatrixLP, new_highs
+from shock.api import MatrixLP, PolicyInput, SolverSpec, new_highs
 
 REFERENCE_WORKER_TYPE = "v100"
 

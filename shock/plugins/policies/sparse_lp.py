@@ -13,10 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shock.core.lazy import lazy_module
-from shock.core.solver import SolverSpec
-from shock.lp.matrix_lp import MatrixLP, solve_matrix_lp
-from shock.lp.pyomo_solver import solve_pyomo
+from shock.api import MatrixLP, SolverSpec, lazy_module, solve_matrix_lp, solve_pyomo
 
 if TYPE_CHECKING:
     import pyomo.environ as pyo

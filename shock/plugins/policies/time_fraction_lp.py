@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shock.core.lazy import lazy_module
-from shock.core.policy import PolicyInput
+from shock.api import PolicyInput, lazy_module
 
 if TYPE_CHECKING:
     import pyomo.environ as pyo

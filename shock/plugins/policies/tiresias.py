@@ -21,10 +21,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import PolicyInput, PolicyJob
-from shock.core.policy_options import typed_options
-from shock.core.policy_state import by_job, job_keyed
+from shock.api import PolicyInput, PolicyJob, Register, by_job, hookimpl, job_keyed, typed_options
 from shock.plugins.policies.gittins_index import ServiceDistribution, read_samples
 from shock.plugins.policies.orderings import OrderingPolicy
 

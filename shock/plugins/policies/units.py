@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shock.core.lazy import lazy_module
-from shock.core.policy import Allocation, PolicyInput, UnitKey
+from shock.api import Allocation, PolicyInput, UnitKey, lazy_module
 from shock.plugins.policies.packing import pair_rates
 
 if TYPE_CHECKING:

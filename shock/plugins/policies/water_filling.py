@@ -30,11 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shock.core.errors import SolverError
-from shock.core.lazy import lazy_module
-from shock.core.solver import SolverSpec
-from shock.lp.matrix_lp import MatrixLP, highs_lp
-from shock.lp.pyomo_solver import solve_pyomo
+from shock.api import MatrixLP, SolverError, SolverSpec, highs_lp, lazy_module, solve_pyomo
 from shock.plugins.policies.rate_lp import simplex_highs
 from shock.plugins.policies.units import Units
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.solver import ProblemClass
-from shock.lp.pyomo_solver import PyomoSolver
+from shock.api import ProblemClass, PyomoSolver, Register, hookimpl
 
 
 class GlpkSolver(PyomoSolver):

@@ -5,9 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.solver import ProblemClass
-from shock.lp.pyomo_solver import PyomoSolver, is_nonlinear, model_size
+from shock.api import ProblemClass, PyomoSolver, Register, hookimpl, is_nonlinear, model_size
 
 # Gurobi's pip licence (SIZE_LIMIT_EXCEEDED, error 10010 in gurobipy).
 GUROBI_PIP_LIMITS = {"variables": 2000, "constraints": 2000, "nonlinear_variables": 200}

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.solver import ProblemClass
-from shock.lp.pyomo_solver import PyomoSolver
+from shock.api import ProblemClass, PyomoSolver, Register, hookimpl
 
 
 class HighsSolver(PyomoSolver):
     def prepare(self) -> None:
-        from shock.lp.matrix_lp import quiet_highs_banner
+        from shock.api import quiet_highs_banner
 
         quiet_highs_banner()
 

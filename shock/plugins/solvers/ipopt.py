@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.solver import ProblemClass
-from shock.lp.pyomo_solver import PyomoSolver
+from shock.api import ProblemClass, PyomoSolver, Register, hookimpl
 
 PYNUMERO_BUILD = (
     "apt-get install cmake g++ libamplsolver-dev && python -m pyomo.contrib.pynumero.build "

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.solver import ProblemClass
-from shock.lp.pyomo_solver import PyomoSolver
+from shock.api import ProblemClass, PyomoSolver, Register, hookimpl
 
 SCIP = PyomoSolver(
     name="scip",

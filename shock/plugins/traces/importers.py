@@ -1,6 +1,6 @@
 """Built-in plugin: importers of public production traces (`shock trace import`)."""
 
-from shock.core.hookspecs import Register, hookimpl
+from shock.api import Register, hookimpl
 from shock.traces.importers import BUILT_IN_IMPORTERS
 
 

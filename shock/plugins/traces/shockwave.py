@@ -1,6 +1,6 @@
 """Built-in plugin: Shockwave's trace format."""
 
-from shock.core.hookspecs import Register, hookimpl
+from shock.api import Register, hookimpl
 from shock.traces.shockwave import ShockwaveTraceFormat
 
 

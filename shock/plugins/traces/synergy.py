@@ -3,9 +3,7 @@ record form without one), with Synergy's throughputs as their default table."""
 
 from __future__ import annotations
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.throughputs import ThroughputTable
-from shock.core.trace import Trace
+from shock.api import Register, ThroughputTable, Trace, hookimpl
 from shock.traces.synergy import SynergyRecordFormat, SynergyTraceFormat
 
 

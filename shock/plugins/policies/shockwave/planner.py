@@ -40,9 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shock.core.errors import SolverError
-from shock.core.solver import SolverSpec
-from shock.lp.matrix_lp import MatrixLP, solve_matrix_milp
+from shock.api import MatrixLP, SolverError, SolverSpec, solve_matrix_milp
 
 # Shockwave's tacc_32gpus configuration and its scheduler's log origin.
 DEFAULT_LOG_BASES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)

@@ -27,13 +27,21 @@ from typing import Any
 
 import numpy as np
 
-from shock.core.errors import SolverError
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.model import batch_size_of
-from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob
-from shock.core.policy_options import typed_options
-from shock.core.policy_state import by_job, job_keyed
-from shock.core.solver import ProblemClass, SolverSpec
+from shock.api import (
+    Allocation,
+    Policy,
+    PolicyInput,
+    PolicyJob,
+    ProblemClass,
+    Register,
+    SolverError,
+    SolverSpec,
+    batch_size_of,
+    by_job,
+    hookimpl,
+    job_keyed,
+    typed_options,
+)
 from shock.plugins.policies.shockwave.options import ShockwaveOptions
 from shock.plugins.policies.shockwave.planner import Plan, PlanJob, PlanProblem, solve_plan
 from shock.plugins.policies.shockwave.predictor import (

@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import math
 
-from shock.core.errors import ShockError
-from shock.core.model import JobSpec, batch_size_of, model_family_of
-from shock.core.plugins import default_registry
-from shock.core.policy import PolicyJob
-from shock.core.throughputs import ThroughputTable
-from shock.engine.epochs import datasets, job_type_with_batch_size, num_epochs, steps_per_epoch
+from shock.api import (
+    JobSpec,
+    PolicyJob,
+    ShockError,
+    ThroughputTable,
+    batch_size_of,
+    datasets,
+    default_registry,
+    job_type_with_batch_size,
+    model_family_of,
+    num_epochs,
+    steps_per_epoch,
+)
 from shock.plugins.policies.shockwave.predictor import JobProfile
 
 # A job of a model without a known dataset is counted in this many equal pseudo-epochs.

@@ -34,9 +34,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from shock.core.solver import SolverSpec
-from shock.lp.matrix_lp import MatrixLP, solve_matrix_milp
-from shock.lp.pyomo_solver import solve_pyomo
+from shock.api import MatrixLP, SolverSpec, solve_matrix_milp, solve_pyomo
 
 # Gains at or below this are no gain: such a bundle is never worth a GPU.
 MIN_GAIN = 1e-12

@@ -17,12 +17,20 @@ from typing import Any
 
 import numpy as np
 
-from shock.core.hookspecs import Register, hookimpl
-from shock.core.policy import Allocation, Policy, PolicyInput
-from shock.core.policy_options import typed_options
-from shock.core.policy_state import by_job, job_keyed
-from shock.core.solver import ProblemClass, SolverSpec
-from shock.engine.metrics import fair_share_runtime, finish_time_ratio
+from shock.api import (
+    Allocation,
+    Policy,
+    PolicyInput,
+    ProblemClass,
+    Register,
+    SolverSpec,
+    by_job,
+    fair_share_runtime,
+    finish_time_ratio,
+    hookimpl,
+    job_keyed,
+    typed_options,
+)
 from shock.plugins.policies.themis.auction import AuctionResult, Bid, exact_spec, run_auction
 from shock.plugins.policies.themis.leases import SHARE_EPS, Lease, LeaseBook
 from shock.plugins.policies.themis.options import ThemisOptions
