@@ -370,10 +370,9 @@ def main() -> None:
     args = parser.parse_args()
     every = rows()
     names = [row.name for row in every]
-    if args.quick:
-        wanted = ["static", "startup"]
-    else:
-        wanted = args.rows.split(",") if args.rows else names
+    wanted = ["static", "startup"] if args.quick else names
+    if args.rows:
+        wanted = args.rows.split(",")
     unknown = [name for name in wanted if name not in names]
     if unknown:
         parser.error(f"unknown row(s) {', '.join(unknown)}; rows: {', '.join(names)}")
