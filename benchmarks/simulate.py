@@ -3,10 +3,11 @@
 Every row is one command, `shock run ... --json out.json`, started as a child process; the row
 reports the user+system CPU seconds of that process and everything it started (`os.wait4`),
 its wall time and its peak resident memory. `--repeat N` runs each row N times and reports
-ranges (the baselines run once). Traces are written once with `shock trace generate ...`
-into a temporary folder.
+ranges (the baselines run once, after every row). Traces are written once with
+`shock trace generate ...` into a temporary folder.
 
-Rows (`--rows NAME,...` runs some; `--quick` only `static` and `startup`):
+Rows (`--rows NAME,...` runs some, in that order; `--quick` only `static` and `startup`;
+the table is rewritten after every measurement, so a stopped session keeps what it measured):
   static:          100 single-GPU jobs at t = 0 on 4:4:4, max_min_fairness_perf, --preset gavel
   continuous:      5,600 single-GPU jobs at 1.4 jobs/h on 12:12:12, jobs 4000-4999 measured
                    (--window 4000:5000), max_min_fairness_perf (LAS), --preset gavel
@@ -105,8 +106,10 @@ class Row:
 def rows() -> list[Row]:
     continuous = ("--cluster", "12:12:12", "--preset", "gavel", "--window", "4000:5000")
     synergy = ("--cluster", "synergy-128", "--preset", "synergy", "--window", "4000:5000")
-    shockwave = ("--cluster", "128:0:0", "--throughputs", WISR, "--preset", "shockwave")
-    shockwave += ("--prices", "v100=2.48")
+    shockwave = (
+        *("--cluster", "128:0:0", "--throughputs", WISR),
+        *("--preset", "shockwave", "--prices", "v100=2.48"),
+    )
     table = [
         Row(
             "static",
@@ -267,9 +270,7 @@ def heavy_modules_loaded() -> list[str]:
         "import sys; from shock.core.plugins import default_registry; default_registry(); "
         f"print(' '.join(m for m in {HEAVY_MODULES!r} if m in sys.modules))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], check=True, capture_output=True, text=True
-    )
+    done = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
     return done.stdout.split()
 
 
@@ -378,38 +379,57 @@ def main() -> None:
     unknown = [name for name in wanted if name not in names]
     if unknown:
         parser.error(f"unknown row(s) {', '.join(unknown)}; rows: {', '.join(names)}")
-    chosen = [row for row in every if row.name in wanted]
+    by_name = {row.name: row for row in every}
+    chosen = [by_name[name] for name in wanted]  # in the order asked for
     console = Console(width=200)
-    lines: list[list[str]] = []
     notes: list[str] = []
-    byte_compile()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        write_traces({row.trace for row in chosen if row.trace}, folder)
-        env = None if args.no_baseline else baseline_environment(folder)
-        for row in chosen:
-            runs = [measure(row, row.policy, "shock (HiGHS)", folder, args.repeat)]
-            if row.baseline and env is not None:
-                label = "baseline (cvxpy+ECOS)"
-                # Once: it is the slow side, and only its lowest time enters the ratio.
-                runs.append(measure(row, row.baseline, label, folder, 1, env))
-            lines += table_rows(row, runs)
-            console.print(f"{row.name}: done")
     if "startup" in wanted:
         loaded = heavy_modules_loaded()
         notes.append(
             "Heavy modules imported by loading the plugins: " + (", ".join(loaded) or "none") + "."
         )
-    table = Table(title="Simulation speed (CPU-s: user+system of the whole process tree)")
-    for column in COLUMNS:
-        table.add_column(column, justify="right")
-    for line in lines:
-        table.add_row(*line)
-    console.print(table)
-    for note in notes:
-        console.print(note)
-    if args.markdown:
-        args.markdown.write_text(markdown(lines, notes, args.repeat))
+    measured: dict[str, list[Measured]] = {}
+
+    def report(final: bool) -> None:
+        """The table so far (each row as soon as it is measured, so a long session that is
+        stopped keeps what it measured)."""
+        lines = [
+            line
+            for row in chosen
+            if row.name in measured
+            for line in table_rows(row, measured[row.name])
+        ]
+        if args.markdown:
+            args.markdown.write_text(markdown(lines, notes, args.repeat))
+        if final:
+            table = Table(title="Simulation speed (CPU-s: user+system of the whole process tree)")
+            for column in COLUMNS:
+                table.add_column(column, justify="right")
+            for line in lines:
+                table.add_row(*line)
+            console.print(table)
+            for note in notes:
+                console.print(note)
+
+    byte_compile()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_traces({row.trace for row in chosen if row.trace}, folder)
+        for row in chosen:
+            measured[row.name] = [measure(row, row.policy, "shock (HiGHS)", folder, args.repeat)]
+            first = measured[row.name][0].samples
+            console.print(f"{row.name}: CPU-s {spread([s.cpu_s for s in first])}")
+            report(final=False)
+        # The baselines after every row's own runs (they are the slow side); each once, as
+        # only its lowest time enters the ratio.
+        env = None if args.no_baseline else baseline_environment(folder)
+        for row in chosen:
+            if row.baseline and env is not None:
+                label = "baseline (cvxpy+ECOS)"
+                measured[row.name].append(measure(row, row.baseline, label, folder, 1, env))
+                console.print(f"{row.name}: baseline done")
+                report(final=False)
+    report(final=True)
 
 
 if __name__ == "__main__":
