@@ -1,57 +1,57 @@
-"""Simulation speed: shock's wall time and results beside in-run baselines and targets.
+"""Simulation speed: CPU seconds of `shock run` as users run it, beside in-run baselines.
 
-Rows (`--rows NAME,...` runs some; `--quick` only `static`):
-  static:        100 single-GPU jobs at t = 0 on 4:4:4, max_min_fairness_perf, --preset gavel
-  continuous:    5,600 single-GPU jobs at 1.4 jobs/h on 12:12:12, measured over jobs
-                 4000-4999, max_min_fairness_perf, --preset gavel (target 8 s)
-  continuous-ftf: the same with finish_time_fairness_perf
+Every row is one command, `shock run ... --json out.json`, started as a child process; the row
+reports the user+system CPU seconds of that process and everything it started (`os.wait4`),
+its wall time and its peak resident memory. `--repeat N` runs each row N times and reports
+ranges (the baselines run once, after every row). Traces are written once with
+`shock trace generate ...` into a temporary folder.
+
+Rows (`--rows NAME,...` runs some, in that order; `--quick` only `static` and `startup`;
+the table is rewritten after every measurement, so a stopped session keeps what it measured):
+  static:          100 single-GPU jobs at t = 0 on 4:4:4, max_min_fairness_perf, --preset gavel
+  continuous:      5,600 single-GPU jobs at 1.4 jobs/h on 12:12:12, jobs 4000-4999 measured
+                   (--window 4000:5000), max_min_fairness_perf (LAS), --preset gavel
+                   (target 8 CPU-s)
+  continuous-ftf:  the same with finish_time_fairness_perf
   synergy-proportional, synergy-tune: 5,200 single-GPU Synergy jobs at 9 jobs/h on
-                 synergy-128, jobs 4000-4999, fifo, --preset synergy (target 15 s each)
-  shockwave-<policy>: a 460-job dynamic trace (Shockwave's generator, seed 0) on 128 GPUs with
-                 the WISR table, --preset shockwave, for Shockwave's baselines (target 1.2 s
-                 each) and shockwave itself
-  large:         50,000 jobs (Gavel's generator, 75 jobs/h) on 2,048 GPUs (683:683:682),
-                 max_min_fairness_perf, run to the end (target 30 s, 512 MB peak)
-  startup:       `shock run --quiet` on the bundled default, as a command, with shock
-                 byte-compiled as an installed package is (target 1 s), and the heavy
-                 modules loading the plugins imports
+                   synergy-128, jobs 4000-4999, fifo, --preset synergy (target 15 CPU-s each)
+  shockwave-<policy>: 460 dynamic jobs (Shockwave's generator, seed 0) on 128 GPUs with the
+                   WISR table, --preset shockwave: Shockwave's baselines (target 1.2 CPU-s each)
+                   and shockwave itself
+  large:           50,000 jobs (Gavel's generator, 75 jobs/h) on 2,048 GPUs (683:683:682),
+                   max_min_fairness_perf, run to the end (target 30 CPU-s, 512 MB peak)
+  startup:         `shock run` on the bundled default trace (target 1 CPU-s), with shock
+                   byte-compiled as an installed package is
 
-Each simulation runs in a fresh process (so peak memory is the row's own); `--repeat N` runs
-each N times and gives the range of wall times. The baseline of the Gavel rows is the same
-simulation with the policy formulated as Gavel does it (a cvxpy problem solved by ECOS at
-every allocation), timed in the same run; Gavel's own simulator on this kind of machine needs
-about 4 s and 104 s for the first two, and 351 s for finish_time_fairness_perf on the second
-(the last column is shock's speed-up against those).
+The baseline of the Gavel rows is the same command with the policy formulated as Gavel's
+artifact does it (a cvxpy problem solved by ECOS at every allocation,
+`benchmarks/cvxpy_baselines.py`), installed for the baseline's child only as a third-party
+plugin package would be. The last column quotes each artifact's own simulator as measured
+elsewhere (not in this run).
 
     python benchmarks/simulate.py [--quick | --rows continuous,large] [--repeat 3]
-                                  [--no-baseline] [--json results.json]
+                                  [--no-baseline] [--markdown docs/benchmarks.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
-import resource
+import os
+import platform
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
-from functools import partial
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from shock.core.results import RunResult
-from shock.core.trace import Trace
-from shock.engine.runner import RunOptions, bundled_trace_path
-
-WISR = str(bundled_trace_path().parent.parent / "shockwave_wisr_throughputs.json")
+BENCHMARKS = Path(__file__).resolve().parent
+ROOT = BENCHMARKS.parent
+WISR = str(ROOT / "shock" / "data" / "shockwave_wisr_throughputs.json")
 # Shockwave's paper's baselines, by shock's names (Gavel's LAS, Themis, AlloX, Gandiva-fair,
 # MST); shockwave itself is timed beside them.
 SHOCKWAVE_BASELINES = (
@@ -64,274 +64,372 @@ SHOCKWAVE_BASELINES = (
 # Modules no `shock run` of the default policy needs; loading the plugins must not import them.
 HEAVY_MODULES = ("pyomo", "scipy", "cvxpy", "torch", "grpc", "pyscipopt", "gurobipy")
 
-
-def gavel_trace(jobs: int, rate: float | None) -> Trace:
-    from shock.core.throughputs import default_throughputs
-    from shock.traces.generator import WorkloadConfig, generate_jobs
-
-    config = WorkloadConfig(num_jobs=jobs, jobs_per_hour=rate, seed=0)
-    return Trace(tuple(generate_jobs(config, default_throughputs())), f"gavel-{jobs}", "gavel")
-
-
-def synergy_trace() -> Trace:
-    from shock.traces.synergy_generator import SynergyWorkload, generate_synergy_jobs
-
-    workload = SynergyWorkload(5200, jobs_per_hour=9.0, multi_gpu=False, seed=0)
-    return Trace(tuple(generate_synergy_jobs(workload)), "synergy-5200", "synergy")
-
-
-def shockwave_trace() -> Trace:
-    from shock.core.throughputs import load_throughputs
-    from shock.traces.shockwave_generator import DynamicWorkloadConfig, generate_dynamic_jobs
-
-    config = DynamicWorkloadConfig(num_jobs=460, seed=0)
-    jobs = generate_dynamic_jobs(config, load_throughputs(WISR))
-    return Trace(tuple(jobs), "shockwave-460", "shockwave")
+# Each trace: its file name and the `shock trace` arguments that write it.
+TRACES: dict[str, tuple[str, ...]] = {
+    "gavel-100.trace": ("generate", "--jobs", "100", "--seed", "0"),
+    "gavel-5600.trace": ("generate", "--jobs", "5600", "--rate", "1.4", "--seed", "0"),
+    "gavel-50000.trace": ("generate", "--jobs", "50000", "--rate", "75", "--seed", "0"),
+    "synergy-5200.csv": (
+        "synergy",
+        "--jobs",
+        "5200",
+        "--rate",
+        "9",
+        "--single-gpu",
+        "--seed",
+        "0",
+    ),
+    "shockwave-460.trace": (
+        "generate-dynamic",
+        "--jobs",
+        "460",
+        "--seed",
+        "0",
+        "--throughputs",
+        WISR,
+    ),
+}
 
 
 @dataclass(frozen=True)
 class Row:
     name: str
-    trace: Callable[[], Trace]
-    options: RunOptions
-    target_s: float | None = None
+    policy: str
+    arguments: tuple[str, ...]  # `shock run` arguments besides --policy and --json
+    trace: str | None = None  # a file name of TRACES; None: the bundled default
+    target_cpu_s: float | None = None
     target_mb: float | None = None
-    baseline: str | None = None  # the cvxpy+ECOS policy timed beside it
-    gavel_seconds: float | None = None  # Gavel's own simulator on this kind of machine
+    baseline: str | None = None  # the cvxpy+ECOS policy run beside it
+    elsewhere: str = ""  # the artifact's own simulator, measured elsewhere
 
 
-def _rows() -> list[Row]:
-    continuous = RunOptions(cluster="12:12:12", preset="gavel", window=(4000, 5000))
-    synergy = RunOptions(
-        policy="fifo", cluster="synergy-128", preset="synergy", window=(4000, 5000)
+def rows() -> list[Row]:
+    continuous = ("--cluster", "12:12:12", "--preset", "gavel", "--window", "4000:5000")
+    synergy = ("--cluster", "synergy-128", "--preset", "synergy", "--window", "4000:5000")
+    shockwave = (
+        *("--cluster", "128:0:0", "--throughputs", WISR),
+        *("--preset", "shockwave", "--prices", "v100=2.48"),
     )
-    shockwave = RunOptions(
-        cluster="128:0:0", throughputs=WISR, preset="shockwave", prices="v100=2.48"
-    )
-    rows = [
+    table = [
         Row(
             "static",
-            partial(gavel_trace, 100, None),
-            RunOptions(cluster="4:4:4", preset="gavel"),
+            "max_min_fairness_perf",
+            ("--cluster", "4:4:4", "--preset", "gavel"),
+            "gavel-100.trace",
             baseline="cvxpy_max_min_fairness_perf",
-            gavel_seconds=4.0,
         ),
         Row(
             "continuous",
-            partial(gavel_trace, 5600, 1.4),
+            "max_min_fairness_perf",
             continuous,
-            target_s=8.0,
+            "gavel-5600.trace",
+            target_cpu_s=8.0,
             baseline="cvxpy_max_min_fairness_perf",
-            gavel_seconds=104.0,
+            elsewhere="Gavel: 254 CPU-s (2 cores), 151 CPU-s (16 cores)",
         ),
-        # A cvxpy baseline here would take ~10 minutes; Gavel's own time is the reference.
+        # A cvxpy baseline here would take about ten minutes.
         Row(
             "continuous-ftf",
-            partial(gavel_trace, 5600, 1.4),
-            replace(continuous, policy="finish_time_fairness_perf"),
-            gavel_seconds=351.0,
+            "finish_time_fairness_perf",
+            continuous,
+            "gavel-5600.trace",
+            elsewhere="Gavel: 351 s wall",
         ),
     ]
     for placement in ("proportional", "tune"):
-        options = replace(synergy, placement=placement)
-        rows.append(Row(f"synergy-{placement}", synergy_trace, options, target_s=15.0))
+        table.append(
+            Row(
+                f"synergy-{placement}",
+                "fifo",
+                (*synergy, "--placement", placement),
+                "synergy-5200.csv",
+                target_cpu_s=15.0,
+                elsewhere="Synergy: 170 s",
+            )
+        )
     for policy in (*SHOCKWAVE_BASELINES, "shockwave"):
-        options = replace(shockwave, policy=policy)
-        target = 1.2 if policy != "shockwave" else None
-        rows.append(Row(f"shockwave-{policy}", shockwave_trace, options, target_s=target))
-    rows.append(
+        baseline = policy != "shockwave"
+        table.append(
+            Row(
+                f"shockwave-{policy}",
+                policy,
+                shockwave,
+                "shockwave-460.trace",
+                target_cpu_s=1.2 if baseline else None,
+                elsewhere="Shockwave: 5.9-6.7 s" if baseline else "",
+            )
+        )
+    table.append(
         Row(
             "large",
-            partial(gavel_trace, 50_000, 75.0),
-            RunOptions(cluster="683:683:682"),
-            target_s=30.0,
+            "max_min_fairness_perf",
+            ("--cluster", "683:683:682"),
+            "gavel-50000.trace",
+            target_cpu_s=30.0,
             target_mb=512.0,
         )
     )
-    return rows
+    table.append(Row("startup", "max_min_fairness_perf", (), target_cpu_s=1.0))
+    return table
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One child process: CPU seconds (user+system, with its own children), wall seconds,
+    peak resident memory in MB."""
+
+    cpu_s: float
+    wall_s: float
+    peak_mb: float
 
 
 @dataclass
 class Measured:
     label: str
-    result: RunResult | None = None
-    walls: list[float] = field(default_factory=list)
-    peak_mb: float = 0.0
+    policy: str
+    samples: list[Sample] = field(default_factory=list)
+    metrics: dict[str, float] | None = None
 
 
-def _simulate(row: Row, policy: str) -> tuple[RunResult, float, float]:
-    """One simulation in this (fresh) process: result, wall seconds, peak RSS in MB."""
-    import cvxpy_baselines
-
-    from shock.core.plugins import PluginRegistry, load_plugins
-    from shock.engine.runner import build_request
-
-    registry = PluginRegistry(load_plugins(extra_plugins=[cvxpy_baselines]))
-    options = replace(row.options, policy=policy)
-    request = build_request(options, registry, trace=row.trace())
-    started = time.perf_counter()
-    result: RunResult = registry.get("backend", "simulator").run(request)
-    wall = time.perf_counter() - started
-    return result, wall, peak_rss_mb()
+def shock_command() -> list[str]:
+    """`shock` as installed next to this interpreter (what a user types)."""
+    script = Path(sys.executable).parent / "shock"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "shock"]
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory. Linux carries `ru_maxrss` over from the forked
-    parent into the started process (it counts the parent's pages the fork shared), so it
-    reads the memory's own high-water mark there."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def measured_child(command: list[str], log: Path, env: dict[str, str] | None = None) -> Sample:
+    """Run a command to its end; its resource use from the kernel's accounting (`wait4`
+    covers the child and every descendant it waited for)."""
+    with log.open("w") as output:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{log.read_text()[-3000:]}")
+    # Linux gives ru_maxrss in kilobytes.
+    return Sample(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024)
 
 
-def measure(row: Row, policy: str, label: str, repeat: int) -> Measured:
-    measured = Measured(label)
-    context = multiprocessing.get_context("spawn")
+def write_traces(names: set[str], folder: Path) -> None:
+    for name in sorted(names):
+        command = [*shock_command(), "trace", *TRACES[name][:1], str(folder / name)]
+        subprocess.run([*command, *TRACES[name][1:]], check=True, capture_output=True)
+
+
+def baseline_environment(folder: Path) -> dict[str, str]:
+    """An environment in which `benchmarks/cvxpy_baselines.py` is an installed plugin: a
+    distribution record with its entry point, as `pip install` would leave it."""
+    site = folder / "baseline-plugin"
+    record = site / "shock_cvxpy_baselines-0.dist-info"
+    record.mkdir(parents=True, exist_ok=True)
+    (record / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: shock-cvxpy-baselines\nVersion: 0\n"
+    )
+    (record / "entry_points.txt").write_text("[shock]\ncvxpy_baselines = cvxpy_baselines\n")
+    paths = [str(site), str(BENCHMARKS), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+def measure(
+    row: Row,
+    policy: str,
+    label: str,
+    folder: Path,
+    repeat: int,
+    env: dict[str, str] | None = None,
+) -> Measured:
+    measured = Measured(label, policy)
+    out = folder / f"{row.name}-{policy}.json"
+    command = [*shock_command(), "run", "--policy", policy, *row.arguments]
+    if row.trace is not None:
+        command += ["--trace", str(folder / row.trace)]
+    if row.name != "startup":
+        command += ["--quiet", "--json", str(out)]
     for _ in range(repeat):
-        with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-            result, wall, peak = pool.submit(_simulate, row, policy).result()
-        measured.result = result
-        measured.walls.append(wall)
-        measured.peak_mb = max(measured.peak_mb, peak)
+        measured.samples.append(measured_child(command, folder / "log.txt", env))
+    if out.exists():
+        measured.metrics = json.loads(out.read_text())["metrics"]
+        out.unlink()
     return measured
 
 
-def startup(repeat: int) -> tuple[list[float], list[str]]:
-    """Wall times of `shock run --quiet`, and the heavy modules loading the plugins imports.
-    shock's modules are byte-compiled first, as installing a package does (an editable
-    install under PYTHONDONTWRITEBYTECODE would otherwise compile every module at each start)."""
-    import shock
-
+def byte_compile() -> None:
+    """shock's modules byte-compiled, as installing a package does (an editable install under
+    PYTHONDONTWRITEBYTECODE would otherwise compile every module at each start)."""
     subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", str(Path(shock.__file__).parent)], check=True
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "shock")],
+        check=True,
+        capture_output=True,
     )
-    walls = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", "shock", "run", "--quiet"], check=True, capture_output=True
-        )
-        walls.append(time.perf_counter() - started)
+
+
+def heavy_modules_loaded() -> list[str]:
     probe = (
         "import sys; from shock.core.plugins import default_registry; default_registry(); "
         f"print(' '.join(m for m in {HEAVY_MODULES!r} if m in sys.modules))"
     )
-    loaded = subprocess.run(
-        [sys.executable, "-c", probe], check=True, capture_output=True, text=True
-    ).stdout.split()
-    return walls, loaded
+    done = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
+    return done.stdout.split()
 
 
-def wall_range(walls: list[float]) -> str:
-    low, high = min(walls), max(walls)
-    return f"{low:.2f}" if len(walls) == 1 else f"{low:.2f}-{high:.2f}"
+def spread(values: list[float], digits: int = 2) -> str:
+    low, high = min(values), max(values)
+    if len(values) == 1 or f"{low:.{digits}f}" == f"{high:.{digits}f}":
+        return f"{low:.{digits}f}"
+    return f"{low:.{digits}f}-{high:.{digits}f}"
 
 
 def verdict(value: float, target: float | None) -> str:
     if target is None:
         return ""
-    return f"{target:g} {'met' if value <= target else 'MISSED'}"
+    return f"<= {target:g}: {'met' if value <= target else 'MISSED'}"
 
 
-def relative(a: float, b: float) -> str:
-    return f"{(a - b) / b:+.1%}" if b else "n/a"
+COLUMNS = (
+    "row",
+    "policy",
+    "run",
+    "CPU-s",
+    "wall s",
+    "peak MB",
+    "target CPU-s",
+    "CPU ratio vs baseline",
+    "jobs",
+    "avg JCT (h)",
+    "makespan (h)",
+    "rounds",
+    "allocations",
+    "own simulator (elsewhere)",
+)
+
+
+def table_rows(row: Row, runs: list[Measured]) -> list[list[str]]:
+    lines = []
+    cpu = [min(s.cpu_s for s in run.samples) for run in runs]
+    for index, run in enumerate(runs):
+        ours = index == 0
+        peak = max(s.peak_mb for s in run.samples)
+        memory = f"{peak:.0f}"
+        if ours and row.target_mb is not None:
+            memory += f" ({verdict(peak, row.target_mb)})"
+        m = run.metrics
+        lines.append(
+            [
+                row.name,
+                run.policy,
+                run.label,
+                spread([s.cpu_s for s in run.samples]),
+                spread([s.wall_s for s in run.samples]),
+                memory,
+                verdict(cpu[0], row.target_cpu_s) if ours else "",
+                f"{cpu[-1] / cpu[0]:.1f}x" if ours and len(runs) > 1 else "",
+                str(m["jobs"]) if m else "",
+                f"{m['avg_jct_s'] / 3600:.3f}" if m else "",
+                f"{m['makespan_s'] / 3600:.1f}" if m else "",
+                str(m["rounds"]) if m else "",
+                str(m["allocations"]) if m else "",
+                row.elsewhere if ours else "",
+            ]
+        )
+    return lines
+
+
+def markdown(lines: list[list[str]], notes: list[str], repeat: int) -> str:
+    cores = os.cpu_count()
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    text = [
+        "# Simulation speed",
+        "",
+        "Written by `python benchmarks/simulate.py --markdown docs/benchmarks.md` "
+        "(see the script's docstring for each row). Each row is `shock run ... --json` as a "
+        "user runs it, in its own process; CPU-s counts user+system seconds of that process "
+        f"and its children. Ranges are over {repeat} run(s) per row (baselines: one); the "
+        "target and the ratio use the lowest. The baseline is the same run with the policy "
+        "stated as Gavel's artifact states it (cvxpy, solved by ECOS at every allocation). "
+        "The last column quotes each artifact's own simulator as measured elsewhere, not in "
+        "this run.",
+        "",
+        f"Machine: {platform.processor() or platform.machine()}, {cores} cores, "
+        f"Python {platform.python_version()}, load average at the end {load} "
+        "(other work was running beside it if that is above 1).",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    text += ["| " + " | ".join(line) + " |" for line in lines]
+    text += ["", *notes, ""]
+    return "\n".join(text)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="only the static row")
-    parser.add_argument("--rows", help="comma-separated row names (see above), or 'startup'")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per row (wall ranges)")
+    parser.add_argument("--quick", action="store_true", help="only the static and startup rows")
+    parser.add_argument("--rows", help="comma-separated row names (see above)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per row (ranges)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the cvxpy+ECOS runs")
-    parser.add_argument("--json", type=Path, help="write every run's metrics here")
+    parser.add_argument("--markdown", type=Path, help="write the table as a Markdown page")
     args = parser.parse_args()
-    rows = _rows()
-    names = [row.name for row in rows] + ["startup"]
-    wanted = ["static"] if args.quick else (args.rows.split(",") if args.rows else names)
+    every = rows()
+    names = [row.name for row in every]
+    wanted = ["static", "startup"] if args.quick else names
+    if args.rows:
+        wanted = args.rows.split(",")
     unknown = [name for name in wanted if name not in names]
     if unknown:
         parser.error(f"unknown row(s) {', '.join(unknown)}; rows: {', '.join(names)}")
-    console = Console(width=180)
-    table = Table(title="Simulation speed")
-    for column in (
-        "row",
-        "policy",
-        "run",
-        "jobs",
-        "avg JCT (h)",
-        "makespan (h)",
-        "util",
-        "rounds",
-        "allocations",
-        "wall (s)",
-        "target (s)",
-        "peak MB",
-        "speed-up vs baseline",
-        "speed-up vs Gavel",
-    ):
-        table.add_column(column, justify="right")
-    documents = []
-    for row in rows:
-        if row.name not in wanted:
-            continue
-        policy = row.options.policy
-        runs = [measure(row, policy, "shock (HiGHS)", args.repeat)]
-        if row.baseline and not args.no_baseline:
-            runs.append(measure(row, row.baseline, "baseline (cvxpy+ECOS)", args.repeat))
-        baseline_wall = min(runs[-1].walls) if len(runs) > 1 else None
-        for run in runs:
-            assert run.result is not None
-            m = run.result.metrics
-            wall = min(run.walls)
-            memory = f"{run.peak_mb:.0f}"
-            if row.target_mb is not None and run is runs[0]:
-                memory += f" ({verdict(run.peak_mb, row.target_mb)})"
-            table.add_row(
-                row.name,
-                policy if run is runs[0] else row.baseline,
-                run.label,
-                str(m.jobs),
-                f"{m.avg_jct_s / 3600:.3f}",
-                f"{m.makespan_s / 3600:.1f}",
-                f"{m.utilization:.3f}",
-                str(m.rounds),
-                str(m.allocations),
-                wall_range(run.walls),
-                verdict(wall, row.target_s) if run is runs[0] else "",
-                memory,
-                f"{baseline_wall / wall:.1f}x" if baseline_wall else "",
-                f"{row.gavel_seconds / wall:.1f}x" if row.gavel_seconds else "",
-            )
-            documents.append({"row": row.name, "run": run.label, **run.result.to_document()})
-        if len(runs) > 1 and runs[0].result and runs[1].result:
-            ours, theirs = runs[0].result.metrics, runs[1].result.metrics
-            jct = relative(ours.avg_jct_s, theirs.avg_jct_s)
-            makespan = relative(ours.makespan_s, theirs.makespan_s)
-            console.print(f"{row.name}: shock vs baseline: avg JCT {jct}, makespan {makespan}")
+    by_name = {row.name: row for row in every}
+    chosen = [by_name[name] for name in wanted]  # in the order asked for
+    console = Console(width=200)
+    notes: list[str] = []
     if "startup" in wanted:
-        walls, loaded = startup(args.repeat)
-        table.add_row(
-            "startup",
-            "max_min_fairness_perf",
-            "shock run --quiet",
-            *[""] * 6,
-            wall_range(walls),
-            verdict(min(walls), 1.0),
-            "",
-            "",
-            "",
+        loaded = heavy_modules_loaded()
+        notes.append(
+            "Heavy modules imported by loading the plugins: " + (", ".join(loaded) or "none") + "."
         )
-        console.print(
-            "heavy modules imported by loading the plugins: " + (", ".join(loaded) or "none")
-        )
-    console.print(table)
-    if args.json:
-        args.json.write_text(json.dumps(documents, indent=2))
+    measured: dict[str, list[Measured]] = {}
+
+    def report(final: bool) -> None:
+        """The table so far (each row as soon as it is measured, so a long session that is
+        stopped keeps what it measured)."""
+        lines = [
+            line
+            for row in chosen
+            if row.name in measured
+            for line in table_rows(row, measured[row.name])
+        ]
+        if args.markdown:
+            args.markdown.write_text(markdown(lines, notes, args.repeat))
+        if final:
+            table = Table(title="Simulation speed (CPU-s: user+system of the whole process tree)")
+            for column in COLUMNS:
+                table.add_column(column, justify="right")
+            for line in lines:
+                table.add_row(*line)
+            console.print(table)
+            for note in notes:
+                console.print(note)
+
+    byte_compile()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_traces({row.trace for row in chosen if row.trace}, folder)
+        for row in chosen:
+            measured[row.name] = [measure(row, row.policy, "shock (HiGHS)", folder, args.repeat)]
+            first = measured[row.name][0].samples
+            console.print(f"{row.name}: CPU-s {spread([s.cpu_s for s in first])}")
+            report(final=False)
+        # The baselines after every row's own runs (they are the slow side); each once, as
+        # only its lowest time enters the ratio.
+        env = None if args.no_baseline else baseline_environment(folder)
+        for row in chosen:
+            if row.baseline and env is not None:
+                label = "baseline (cvxpy+ECOS)"
+                measured[row.name].append(measure(row, row.baseline, label, folder, 1, env))
+                console.print(f"{row.name}: baseline done")
+                report(final=False)
+    report(final=True)
 
 
 if __name__ == "__main__":

@@ -106,9 +106,10 @@ from shock.engine.epochs import (
     num_epochs,
     steps_per_epoch,
 )
-from shock.engine.mechanism import JobState, Mechanism
+from shock.engine.mechanism import Mechanism
 from shock.engine.metrics import fair_share_runtime, finish_time_ratio
 from shock.engine.runner import RunOptions, build_request, run
+from shock.engine.units import JobState
 from shock.lp.analytic_centre import analytic_centre, is_strictly_feasible
 from shock.lp.conic_interior_point import conic_interior_point, conic_interior_point_optimum
 from shock.lp.matrix_lp import (

@@ -15,8 +15,9 @@ from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.throughputs import load_throughputs
 from shock.engine.epochs import steps_per_epoch
-from shock.engine.mechanism import JobState, Mechanism
+from shock.engine.mechanism import Mechanism
 from shock.engine.runner import RunOptions, bundled_trace_path
+from shock.engine.units import JobState
 from shock.plugins.adaptation.artifact_simulator import (
     accordion_target,
     gns_target,

@@ -39,7 +39,8 @@ from shock.core.resource_placement import GrantPart, ResourceGrant
 from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
-from shock.engine.mechanism import Assignment, Mechanism
+from shock.engine.mechanism import Mechanism
+from shock.engine.units import Assignment
 from shock.plugins.placement.synergy import TunePlacement
 
 TOKEN = "grants-token"

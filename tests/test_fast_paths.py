@@ -16,7 +16,8 @@ from shock.core.placement import PlacementRequest
 from shock.core.policy import PolicyJob
 from shock.core.resource_placement import ResourceRequest, ServerResources
 from shock.core.throughputs import parse_job_key
-from shock.engine.mechanism import JobState, _policy_view
+from shock.engine.policy_view import policy_view
+from shock.engine.units import JobState
 from shock.plugins.placement.consolidated import ConsolidatedPlacement
 from shock.plugins.placement.synergy import ProportionalPlacement, TunePlacement
 from shock.resources.profiles import synergy_profiles
@@ -38,11 +39,11 @@ def test_a_policy_view_is_the_policy_job_of_the_state_and_is_renewed_when_it_mov
     state = JobState(spec, 7, 2, 500, [1.0], [1.0], _steps_done=12.5, _time_run_s=40.0, speed=1.5)
     expected = PolicyJob(7, "LM (batch size 20)", 2, 5.0, 3.0, 500, 12.5, 2.0, "a",
                          "accordion", 40.0, 1.5)  # fmt: skip
-    view = _policy_view(state)
+    view = policy_view(state)
     assert view == expected and dataclasses.astuple(view) == dataclasses.astuple(expected)
-    assert _policy_view(state) is view  # nothing moved: the same view
+    assert policy_view(state) is view  # nothing moved: the same view
     state.steps_done += 1
-    assert _policy_view(state).steps_done == 13.5
+    assert policy_view(state).steps_done == 13.5
 
 
 def _reference_consolidated(

@@ -21,7 +21,8 @@ from shock.core.plugins import default_registry
 from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
-from shock.engine.mechanism import Assignment, Mechanism
+from shock.engine.mechanism import Mechanism
+from shock.engine.units import Assignment
 
 ROUND = 360.0
 TABLE = default_throughputs()

@@ -20,7 +20,8 @@ from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
 from shock.engine.allocation_check import PluginOutputError, placed_in_order
-from shock.engine.mechanism import Assignment, Mechanism
+from shock.engine.mechanism import Mechanism
+from shock.engine.units import Assignment
 from shock.plugins.placement.consolidated import ConsolidatedPlacement, FirstFitPlacement
 
 ROUND = 360.0

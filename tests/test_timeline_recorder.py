@@ -7,8 +7,8 @@ from __future__ import annotations
 from shock.core.executor import UnitProgress
 from shock.core.model import Cluster, JobSpec
 from shock.core.timeline import Segment
-from shock.engine.mechanism import Assignment, JobState, PairState
 from shock.engine.timeline_recorder import TimelineRecorder
+from shock.engine.units import Assignment, JobState, PairState
 
 WORKER_TYPES = ("k80", "v100")
 

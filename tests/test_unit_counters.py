@@ -19,8 +19,9 @@ from shock.core.policy import PolicyInput, PolicyJob
 from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
-from shock.engine.mechanism import Mechanism, Unit
+from shock.engine.mechanism import Mechanism
 from shock.engine.unit_counters import Counters, UnitCounters, UnitRates
+from shock.engine.units import Unit
 
 HALF_ROUND = 180.0
 TABLE = default_throughputs()
@@ -274,8 +275,8 @@ def test_the_selections_pick_what_the_plain_walks_pick(
 ) -> None:
     # Gavel's priorities and the deficit walk as arrays, and as loops (below the thresholds).
     with (
-        patch("shock.engine.mechanism._FEW_UNITS", few_units),
-        patch("shock.engine.mechanism._FEW_ENTRIES", few_units),
+        patch("shock.engine.selection._FEW_UNITS", few_units),
+        patch("shock.engine.selection._FEW_ENTRIES", few_units),
     ):
         _selections_agree_with_the_plain_walks(seed, policy, selection)
 
@@ -305,7 +306,7 @@ def _selections_agree_with_the_plain_walks(seed: int, policy: str, selection: st
         rng.shuffle(order)
         if selection == "gavel":
             expected = _plain_priority_walk(mechanism, order)
-            chosen = mechanism._select_by_priority(order)
+            chosen, _ = mechanism._select_by_priority(order)
         else:
             expected = _plain_time_owed_walk(mechanism, order, now)
             chosen = mechanism._select_by_time_owed(order, now)

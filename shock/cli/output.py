@@ -38,45 +38,6 @@ def summary_table(result: RunResult) -> Table:
     return table
 
 
-def results_table(results: list[RunResult]) -> Table:
-    """Several runs side by side (for comparisons)."""
-    table = Table(title="shock results", show_lines=False)
-    table.add_column("policy", style="bold cyan")
-    for column in (
-        "jobs",
-        "avg JCT",
-        "p50 JCT",
-        "p90 JCT",
-        "p99 JCT",
-        "makespan",
-        "util",
-        "worst ρ",
-        "unfair",
-        "preempt",
-        "lease ext",
-        "wall",
-    ):
-        table.add_column(column, justify="right")
-    for result in results:
-        m = result.metrics
-        table.add_row(
-            result.policy,
-            str(m.jobs),
-            duration(m.avg_jct_s),
-            duration(m.p50_jct_s),
-            duration(m.p90_jct_s),
-            duration(m.p99_jct_s),
-            duration(m.makespan_s),
-            f"{m.utilization:.1%}",
-            f"{m.worst_ftf_rho:.2f}",
-            f"{m.unfair_fraction:.1%}",
-            str(m.preemptions),
-            f"{m.lease_extension_share:.1%}",
-            f"{m.wall_s:.2f} s",
-        )
-    return table
-
-
 def print_run_header(console: Console, result: RunResult) -> None:
     console.print(
         f"[bold]trace[/] {result.trace}  [bold]cluster[/] {result.cluster}  "

@@ -11,7 +11,8 @@ if TYPE_CHECKING:
     from shock.core.plugins import PluginRegistry
     from shock.core.throughputs import ThroughputTable
     from shock.engine.dynamics import BatchSchedule
-    from shock.engine.mechanism import JobState, Mechanism
+    from shock.engine.mechanism import Mechanism
+    from shock.engine.units import JobState
 
 
 class AdaptationModel(Protocol):

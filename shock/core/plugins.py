@@ -129,10 +129,12 @@ def load_plugins(extra_plugins: Iterable[object] = ()) -> LoadedPlugins:
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     loaded = LoadedPlugins(manager)
+    # Each distribution's name read once: reading it parses the distribution's metadata, and
+    # a package's entry points share one distribution object.
+    names: dict[int, str] = {}
+    declared = [(e, _provider(e, names)) for e in entry_points(group=hookspecs.PROJECT)]
     # shock's own first, so that no package can take over a built-in's name.
-    found = sorted(entry_points(group=hookspecs.PROJECT), key=lambda e: _provider(e) != "shock")
-    for entry_point in found:
-        provider = _provider(entry_point)
+    for entry_point, provider in sorted(declared, key=lambda found: found[1] != "shock"):
         if manager.get_plugin(entry_point.name) is not None:
             loaded.broken[f"{entry_point.name} ({provider})"] = (
                 f"entry-point name '{entry_point.name}' is already taken by another package"
@@ -156,10 +158,16 @@ def load_plugins(extra_plugins: Iterable[object] = ()) -> LoadedPlugins:
     return loaded
 
 
-def _provider(entry_point: EntryPoint) -> str:
-    """The distribution that declared an entry point (its target where none is known)."""
+def _provider(entry_point: EntryPoint, names: dict[int, str]) -> str:
+    """The distribution that declared an entry point (its target where none is known);
+    `names`: distributions' names already read, by the distribution object's id."""
     dist = entry_point.dist
-    return dist.name if dist is not None else entry_point.value
+    if dist is None:
+        return entry_point.value
+    name = names.get(id(dist))
+    if name is None:
+        name = names[id(dist)] = dist.name
+    return name
 
 
 def _register(loaded: LoadedPlugins, plugin: object, name: str, provider: str) -> None:

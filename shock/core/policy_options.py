@@ -70,13 +70,3 @@ def _convert(text: str, kind: Any, where: str) -> Any:
         except ValueError:
             raise InputError(f"expected {kind.__name__}, got '{text}'", field=where) from None
     return text
-
-
-def describe_options(defaults: object) -> list[tuple[str, str, str]]:
-    """(option, type, default) of every option, for help texts and docs."""
-    hints = typing.get_type_hints(type(defaults))
-    return [
-        (option_name(f.name), getattr(hints[f.name], "__name__", str(hints[f.name])),
-         repr(getattr(defaults, f.name)))
-        for f in dataclasses.fields(defaults)  # type: ignore[arg-type]
-    ]

@@ -18,7 +18,8 @@ from shock.core.model import JobSpec
 from shock.core.plugins import PluginRegistry
 from shock.core.throughputs import ThroughputTable
 from shock.engine.epochs import epoch_profile, job_type_with_batch_size, num_epochs, steps_per_epoch
-from shock.engine.mechanism import JobState, Mechanism
+from shock.engine.mechanism import Mechanism
+from shock.engine.units import JobState
 
 
 @dataclass(frozen=True, slots=True)

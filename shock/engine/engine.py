@@ -45,13 +45,17 @@ from shock.core.executor import (
     RoundReport,
 )
 from shock.core.model import Cluster, JobSpec
+from shock.core.policy import UnitKey
 from shock.core.results import JobRecord, RunCounters, RunResult
 from shock.core.run import RunConfig, RunRequest
 from shock.engine.dynamics import BatchSchedule, batch_schedules, whole_epochs_alone_s
 from shock.engine.engine_state import EngineCounters, RestoredRun, restore, snapshot
 from shock.engine.epochs import steps_per_epoch
 from shock.engine.measured_throughputs import ThroughputEstimates
-from shock.engine.mechanism import (
+from shock.engine.mechanism import Mechanism
+from shock.engine.metrics import compute_metrics
+from shock.engine.timeline_recorder import TimelineRecorder
+from shock.engine.units import (
     ASSIGNED_COLUMN,
     ASSIGNED_GPUS,
     ASSIGNED_GRANT,
@@ -59,12 +63,8 @@ from shock.engine.mechanism import (
     ASSIGNED_UNIT,
     Assignment,
     JobState,
-    Mechanism,
     MechanismStats,
-    UnitKey,
 )
-from shock.engine.metrics import compute_metrics
-from shock.engine.timeline_recorder import TimelineRecorder
 
 _log = logging.getLogger(__name__)
 

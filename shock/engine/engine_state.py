@@ -19,7 +19,8 @@ import numpy as np
 from shock.core.model import JobSpec
 from shock.core.policy import Allocation, Policy, UnitKey
 from shock.core.results import JobRecord
-from shock.engine.mechanism import Mechanism, MechanismStats
+from shock.engine.mechanism import Mechanism
+from shock.engine.units import MechanismStats
 
 FORMAT_VERSION = 1
 _log = logging.getLogger(__name__)

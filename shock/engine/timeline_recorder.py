@@ -31,13 +31,13 @@ from shock.core.timeline import (
     SegmentColumns,
     Timeline,
 )
-from shock.engine.mechanism import ASSIGNED_COLUMN, ASSIGNED_GPUS, ASSIGNED_UNIT
 from shock.engine.timeline_segments import BATCH_ENTRIES, BATCH_ROUNDS, SegmentBuilder
+from shock.engine.units import ASSIGNED_COLUMN, ASSIGNED_GPUS, ASSIGNED_UNIT
 
 if TYPE_CHECKING:
     from shock.core.executor import BatchSizeChange, UnitProgress
     from shock.core.model import Cluster, JobSpec
-    from shock.engine.mechanism import Assignment, JobState
+    from shock.engine.units import Assignment, JobState
 
 
 # Fields of the round's progress, read by C-level getters (see round_ran).

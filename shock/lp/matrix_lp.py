@@ -40,13 +40,6 @@ class MatrixLP:
 
 _HIGHS_INSTANCES: dict[tuple[object, ...], Any] = {}
 
-# HiGHS' thread count for the LP instances this process makes (None: HiGHS' default). The
-# allocation worker sets 1 before its first solve: an instance given its thread count solves
-# these LPs a few percent faster (the same answers; the interior-point method is serial).
-# Not set in a run's own process, where another HiGHS instance may have started HiGHS' thread
-# pool with another count (an instance asking for a different one then fails).
-lp_threads: int | None = None
-
 
 @cache
 def quiet_highs_banner() -> None:
@@ -94,8 +87,6 @@ def _highs_for(spec: SolverSpec, mip: bool = False) -> Any:
             highs.setOptionValue("run_crossover", "choose")
             # Presolve costs more than it saves on these small LPs (same solution without it).
             highs.setOptionValue("presolve", "off")
-            if lp_threads is not None:
-                highs.setOptionValue("threads", lp_threads)
         if spec.time_limit_s is not None:
             highs.setOptionValue("time_limit", float(spec.time_limit_s))
         if spec.mip_gap is not None:

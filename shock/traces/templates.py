@@ -91,10 +91,3 @@ def gavel_templates() -> tuple[JobTemplate, ...]:
             )
         )
     return tuple(templates)
-
-
-@cache
-def generation_facts() -> dict[str, object]:
-    raw = json.loads(resources.files("shock.data").joinpath("gavel_job_templates.json").read_text())
-    facts: dict[str, object] = raw["trace_generation_facts"]
-    return facts

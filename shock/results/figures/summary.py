@@ -4,7 +4,6 @@ figures of Shockwave's paper): below 1 is better than the baseline for every met
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -20,12 +19,6 @@ SUMMARY_METRICS = (
     ("worst_ftf_rho", "worst FTF ρ"),
     ("unfair_fraction", "unfair share"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryBars:
-    baseline: RunView
-    ratios: np.ndarray  # runs x metrics; NaN where the baseline's value is 0 or missing
 
 
 def pick_baseline(runs: Sequence[RunView], name: str | None) -> RunView:
