@@ -16,8 +16,9 @@ jobs share evenly instead of one vertex taking everything.
 Option `raw_throughput=true` sums raw steps/s as Gavel and Shockwave do (w_j T[j, w], no
 division by T_best_j); `--preset gavel` and `--preset shockwave` set it, as their simulators do.
 
-Option `ecos_point=true` (also set by `--preset gavel` and `--preset shockwave`) answers with the point ECOS's
-interior-point method stops at (shock.lp.conic_interior_point), as Gavel's and Shockwave's
+Option `ecos_point=true` (also set by `--preset gavel` and `--preset shockwave`) answers with
+the point ECOS's interior-point method stops at (shock.lp.conic_interior_point), as Gavel's
+and Shockwave's
 simulators do, clipped to [0, 1] as they clip it. The LP's optimum is the same, but a job the
 optimum leaves out keeps the tiny share (about 1e-8) the method leaves it, and Gavel's round
 mechanism ranks those jobs by it when GPUs are left over (a job never run gets priority
