@@ -18,11 +18,10 @@ division by T_best_j); `--preset gavel` and `--preset shockwave` set it, as thei
 
 Option `ecos_point=true` (also set by `--preset gavel` and `--preset shockwave`) answers with
 the point ECOS's interior-point method stops at (shock.lp.conic_interior_point), as Gavel's
-and Shockwave's
-simulators do, clipped to [0, 1] as they clip it. The LP's optimum is the same, but a job the
-optimum leaves out keeps the tiny share (about 1e-8) the method leaves it, and Gavel's round
-mechanism ranks those jobs by it when GPUs are left over (a job never run gets priority
-share x 1e9), so which of them fill the spare GPUs follows those tiny numbers.
+and Shockwave's simulators do, clipped to [0, 1] as they clip it. The LP's optimum is the
+same, but a job the optimum leaves out keeps the tiny share (about 1e-8) the method leaves it,
+and Gavel's round mechanism ranks those jobs by it when GPUs are left over (a job never run
+gets priority share x 1e9), so which of them fill the spare GPUs follows those tiny numbers.
 """
 
 from __future__ import annotations
