@@ -14,6 +14,7 @@ from test_timeline import queued_jobs
 from shock.core.errors import InputError
 from shock.core.results import RunResult, document_text, sidecar_path
 from shock.core.timeline import Timeline
+from shock.core.timeline_columns import ARRAY_NAMES, timeline_arrays
 from shock.results.document import load_result, version_1_document
 from shock.results.runs import load_run
 
@@ -110,3 +111,31 @@ def test_a_document_without_timeline_writes_no_side_car(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["bare.json"]
     assert load_result(path).timeline is None
     assert version_1_document(path) == json.loads(json.dumps(bare.to_document()))
+
+
+def test_the_side_car_holds_exactly_the_documented_arrays(
+    result: RunResult, tmp_path: Path
+) -> None:
+    path = tmp_path / "run.json"
+    result.write_json(path)
+    with np.load(sidecar_path(path), allow_pickle=False) as arrays:
+        assert arrays.files == list(ARRAY_NAMES)
+        assert int(arrays["job_segments"].sum()) == len(arrays["segment_start_s"])
+
+
+def test_a_timeline_of_plain_segments_writes_the_same_arrays(
+    result: RunResult, tmp_path: Path
+) -> None:
+    """A timeline read from the inline layout (segments as tuples, not the run's columns)
+    gives the arrays a run's own gives, up to the inline layout's milliseconds."""
+    old = tmp_path / "old.json"
+    old.write_text(document_text(result.to_document()))
+    plain = load_result(old).timeline
+    assert plain is not None and result.timeline is not None
+    ours, theirs = timeline_arrays(result.timeline), timeline_arrays(plain)
+    assert list(ours) == list(theirs) == list(ARRAY_NAMES)
+    for name in ARRAY_NAMES:
+        if ours[name].dtype.kind == "f":
+            assert np.allclose(ours[name], theirs[name], atol=5e-4, rtol=0), name
+        else:
+            assert np.array_equal(ours[name], theirs[name]), name

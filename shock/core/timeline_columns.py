@@ -9,7 +9,8 @@ until a reader asks for it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import zipfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -52,73 +53,73 @@ ARRAY_NAMES = (
 
 def timeline_arrays(timeline: Timeline) -> dict[str, np.ndarray]:
     """The timeline as the side-car's arrays (full precision)."""
-    rounds = timeline.rounds
-    width = len(timeline.worker_types)
-    jobs = timeline.jobs
-    job_types = sorted({job.job_type for job in jobs})
-    type_index = {name: k for k, name in enumerate(job_types)}
-    start, end, worker, gpus, counts = _segments(timeline)
-    sizes = [job.batch_sizes for job in jobs]
-    return {
-        "version": np.array(TIMELINE_ARRAYS_VERSION, dtype=np.int64),
-        "worker_types": np.array(timeline.worker_types, dtype=np.str_),
-        "capacity": np.array(timeline.capacity, dtype=np.int64),
-        "round_time_s": np.array(rounds.time_s, dtype=np.float64),
-        "round_busy_gpus": np.array(rounds.busy_gpus, dtype=np.int64).reshape(-1, width),
-        "round_queued": np.array(rounds.queued, dtype=np.int64),
-        "round_running": np.array(rounds.running, dtype=np.int64),
-        "round_solve_s": np.array(rounds.solve_s, dtype=np.float64),
-        "job_id": np.array([job.job_id for job in jobs], dtype=np.int64),
-        "job_types": np.array(job_types, dtype=np.str_),
-        "job_type": np.array([type_index[job.job_type] for job in jobs], dtype=np.int32),
-        "job_scale_factor": np.array([job.scale_factor for job in jobs], dtype=np.int32),
-        "job_segments": counts,
-        "segment_start_s": start,
-        "segment_end_s": end,
-        "segment_worker": worker,
-        "segment_gpus": gpus,
-        "job_batch_sizes": np.array([len(s) for s in sizes], dtype=np.int64),
-        "batch_time_s": np.array([t for s in sizes for t, _ in s], dtype=np.float64),
-        "batch_size": np.array([b for s in sizes for _, b in s], dtype=np.int64),
-    }
-
-
-def _segments(timeline: Timeline) -> tuple[np.ndarray, ...]:
-    """Every job's segments in job order: start, end, worker-type index, GPUs, and how many
-    each job has. Taken from the run's columns as arrays where the jobs share them (a
-    simulated run's); otherwise segment by segment."""
-    jobs = timeline.jobs
-    counts = np.array([len(job.segments) for job in jobs], dtype=np.int64)
-    spans = [job.segments.span() for job in jobs if isinstance(job.segments, PackedSegments)]
-    columns = {id(span[0]) for span in spans}
-    if len(spans) == len(jobs) and len(columns) == 1 and jobs:
-        shared: SegmentColumns = spans[0][0]
-        index = np.concatenate([span[1] for span in spans])
-        lookup = {name: k for k, name in enumerate(timeline.worker_types)}
-        # The run's worker-type indexes, in the timeline's order.
-        to_column = np.array([lookup[name] for name in shared.worker_types], dtype=np.int16)
-        return (
-            np.asarray(shared.round_starts, dtype=np.float64)[shared.first_round[index]],
-            np.asarray(shared.end_s[index], dtype=np.float64),
-            to_column[shared.column[index]] if len(to_column) else np.zeros(0, np.int16),
-            np.asarray(shared.gpus[index], dtype=np.int32),
-            counts,
-        )
-    lookup = {name: k for k, name in enumerate(timeline.worker_types)}
-    rows = [segment for job in jobs for segment in job.segments]
-    return (
-        np.array([row[0] for row in rows], dtype=np.float64),
-        np.array([row[1] for row in rows], dtype=np.float64),
-        np.array([lookup[row[2]] for row in rows], dtype=np.int16),
-        np.array([row[3] for row in rows], dtype=np.int32),
-        counts,
-    )
+    return dict(_array_items(timeline))
 
 
 def write_timeline_arrays(timeline: Timeline, path: Path) -> None:
-    """The side-car at `path` (uncompressed npz: numpy reads it back without a parser)."""
-    with path.open("wb") as handle:
-        np.savez(handle, allow_pickle=False, **timeline_arrays(timeline))
+    """The side-car at `path`: an uncompressed npz (numpy reads it back without a parser),
+    written one array at a time, so that only one segment column exists at once beside the
+    run's own."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in _array_items(timeline):
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+
+
+def _array_items(timeline: Timeline) -> Iterator[tuple[str, np.ndarray]]:
+    """(name, array) in `ARRAY_NAMES` order, each built when it is asked for."""
+    rounds = timeline.rounds
+    width = len(timeline.worker_types)
+    jobs = timeline.jobs
+    yield "version", np.array(TIMELINE_ARRAYS_VERSION, dtype=np.int64)
+    yield "worker_types", np.array(timeline.worker_types, dtype=np.str_)
+    yield "capacity", np.array(timeline.capacity, dtype=np.int64)
+    yield "round_time_s", np.array(rounds.time_s, dtype=np.float64)
+    yield "round_busy_gpus", np.array(rounds.busy_gpus, dtype=np.int64).reshape(-1, width)
+    yield "round_queued", np.array(rounds.queued, dtype=np.int64)
+    yield "round_running", np.array(rounds.running, dtype=np.int64)
+    yield "round_solve_s", np.array(rounds.solve_s, dtype=np.float64)
+    yield "job_id", np.array([job.job_id for job in jobs], dtype=np.int64)
+    job_types = sorted({job.job_type for job in jobs})
+    type_index = {name: k for k, name in enumerate(job_types)}
+    yield "job_types", np.array(job_types, dtype=np.str_)
+    yield "job_type", np.array([type_index[job.job_type] for job in jobs], dtype=np.int32)
+    yield "job_scale_factor", np.array([job.scale_factor for job in jobs], dtype=np.int32)
+    yield "job_segments", np.array([len(job.segments) for job in jobs], dtype=np.int64)
+    yield from _segment_items(timeline)
+    sizes = [job.batch_sizes for job in jobs]
+    yield "job_batch_sizes", np.array([len(s) for s in sizes], dtype=np.int64)
+    yield "batch_time_s", np.array([t for s in sizes for t, _ in s], dtype=np.float64)
+    yield "batch_size", np.array([b for s in sizes for _, b in s], dtype=np.int64)
+
+
+def _segment_items(timeline: Timeline) -> Iterator[tuple[str, np.ndarray]]:
+    """Every job's segments in job order: start, end, worker-type index, GPUs. Taken from
+    the run's columns as arrays where the jobs share them (a simulated run's); otherwise
+    segment by segment."""
+    jobs = timeline.jobs
+    lookup = {name: k for k, name in enumerate(timeline.worker_types)}
+    spans = [job.segments.span() for job in jobs if isinstance(job.segments, PackedSegments)]
+    if jobs and len(spans) == len(jobs) and len({id(span[0]) for span in spans}) == 1:
+        shared: SegmentColumns = spans[0][0]
+        index = np.concatenate([span[1] for span in spans])
+        del spans
+        # The run's worker-type indexes, in the timeline's order.
+        to_column = np.array([lookup[name] for name in shared.worker_types], dtype=np.int16)
+        starts = np.asarray(shared.round_starts, dtype=np.float64)
+        yield "segment_start_s", starts[shared.first_round[index]]
+        yield "segment_end_s", np.asarray(shared.end_s[index], dtype=np.float64)
+        if len(to_column):
+            yield "segment_worker", to_column[shared.column[index]]
+        else:
+            yield "segment_worker", np.zeros(0, dtype=np.int16)
+        yield "segment_gpus", np.asarray(shared.gpus[index], dtype=np.int32)
+        return
+    rows = [segment for job in jobs for segment in job.segments]
+    yield "segment_start_s", np.array([row[0] for row in rows], dtype=np.float64)
+    yield "segment_end_s", np.array([row[1] for row in rows], dtype=np.float64)
+    yield "segment_worker", np.array([lookup[row[2]] for row in rows], dtype=np.int16)
+    yield "segment_gpus", np.array([row[3] for row in rows], dtype=np.int32)
 
 
 class TimelineArraysError(ValueError):
