@@ -2,8 +2,10 @@
 when the code is reorganised or made faster.
 
 Each run goes through the CLI as a user types it, writes its results document with `--json`,
-and the document is reduced to what the run decided (wall-clock and solver timings removed)
-before hashing. `--write DIR` stores the digests, `--check DIR` compares against them:
+and the document, read back by shock's own reader in the version-1 layout (timeline inline,
+whichever layout the file has), is reduced to what the run decided (wall-clock and solver
+timings removed) before hashing. `--write DIR` stores the digests, `--check DIR` compares
+against them:
 
     python benchmarks/reference_runs.py --write /tmp/ref       # before a change
     python benchmarks/reference_runs.py --check /tmp/ref       # after it
@@ -19,6 +21,8 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from shock.results.document import version_1_document
 
 WISR = "shock/data/shockwave_wisr_throughputs.json"
 SHOCKWAVE_TRACE = "shock/data/traces/shockwave_120_multigpu_dynamic.trace"
@@ -68,7 +72,7 @@ def run_one(name: str, args: tuple[str, ...], root: Path, out: Path) -> str:
     done = subprocess.run(command, cwd=root, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{name}: {' '.join(command)} failed:\n{done.stdout}{done.stderr}")
-    text = json.dumps(decisions(json.loads(path.read_text())), sort_keys=True)
+    text = json.dumps(decisions(version_1_document(path)), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

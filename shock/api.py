@@ -6,8 +6,11 @@ Import from here, and only from here: everything under `shock.core`, `shock.plug
 - Plugin contract: `hookimpl` marks a hook function, `Register` is the callback the
   registration hooks receive (see docs/plugins.md for every hook).
 - Policies: `Policy`, `PolicyInput`, `PolicyJob`, `Allocation`, `ProblemClass`, `UnitKey`,
-  and the solver they are handed (`SolverSpec`, `solve_pyomo`, `MatrixLP`,
+  how the objectives of a partitioned problem's parts combine
+  (`PartObjectives`), and the solver they are handed (`SolverSpec`, `solve_pyomo`, `MatrixLP`,
   `solve_matrix_lp`, `solve_matrix_milp`).
+- Presets (`register_presets`): `Preset`, and the semantics it chooses (`SelectionRule`,
+  `OverheadRule`, `OverheadEffect`, `RhoContention`, `RhoAlone`).
 - Placements: `Placement`, `PlacementRequest`; resource-aware ones `ResourcePlacement`,
   `ServerResources`, `ResourceRequest`, `ResourceGrant`, `GrantPart`.
 - Adaptation: `AdaptationModel` (batch sizes per epoch), `AdaptationRules` and
@@ -73,7 +76,14 @@ from shock.core.lazy import lazy_module
 from shock.core.model import Cluster, JobSpec, Server, batch_size_of, model_family_of
 from shock.core.placement import Placement, PlacementRequest
 from shock.core.plugins import PluginRegistry, default_registry, load_plugins
-from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, UnitKey
+from shock.core.policy import (
+    Allocation,
+    PartObjectives,
+    Policy,
+    PolicyInput,
+    PolicyJob,
+    UnitKey,
+)
 from shock.core.policy_options import typed_options
 from shock.core.policy_state import (
     by_job,
@@ -83,6 +93,7 @@ from shock.core.policy_state import (
     random_state,
     set_random_state,
 )
+from shock.core.presets import Preset
 from shock.core.resource_placement import (
     DEFAULT_CPUS_PER_GPU,
     DEFAULT_MEM_GB_PER_GPU,
@@ -94,6 +105,13 @@ from shock.core.resource_placement import (
 )
 from shock.core.results import JobRecord, RunResult
 from shock.core.run import Backend, ClusterRuntime, RunConfig, RunRequest
+from shock.core.semantics import (
+    OverheadEffect,
+    OverheadRule,
+    RhoAlone,
+    RhoContention,
+    SelectionRule,
+)
 from shock.core.solver import ProblemClass, Solver, SolverSpec
 from shock.core.throughputs import ThroughputTable
 from shock.core.trace import Trace, TraceFormat
@@ -152,6 +170,9 @@ __all__ = [  # grouped in the module docstring
     "MatrixLP",
     "MeasuredRate",
     "Mechanism",
+    "OverheadEffect",
+    "OverheadRule",
+    "PartObjectives",
     "Placement",
     "PlacementRequest",
     "PlannedUnit",
@@ -159,12 +180,15 @@ __all__ = [  # grouped in the module docstring
     "Policy",
     "PolicyInput",
     "PolicyJob",
+    "Preset",
     "ProblemClass",
     "PyomoSolver",
     "Register",
     "ResourceGrant",
     "ResourcePlacement",
     "ResourceRequest",
+    "RhoAlone",
+    "RhoContention",
     "RoundColumns",
     "RoundEnded",
     "RoundPlan",
@@ -176,6 +200,7 @@ __all__ = [  # grouped in the module docstring
     "RunRequest",
     "RunResult",
     "RunStarted",
+    "SelectionRule",
     "Server",
     "ServerResources",
     "ShockError",

@@ -14,9 +14,10 @@ from shock.core.errors import InputError
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.throughputs import load_throughputs
+from shock.core.trace import Trace
 from shock.engine.epochs import steps_per_epoch
 from shock.engine.mechanism import Mechanism
-from shock.engine.runner import RunOptions, bundled_trace_path
+from shock.engine.runner import RunOptions, build_request, bundled_trace_path
 from shock.engine.units import JobState
 from shock.plugins.adaptation.artifact_simulator import (
     accordion_target,
@@ -166,7 +167,18 @@ def test_the_profile_rules_stay_the_default(monkeypatch: pytest.MonkeyPatch) -> 
     changes = run_alone(job, monkeypatch, rules="profile")
     first_epoch_up = changes[0][2] / steps_per_epoch("ResNet-50", 16)
     assert first_epoch_up > 13.5
-    assert RunOptions().adaptation_rules == "profile"
+    assert build_request(RunOptions(), trace=Trace((job,))).config.adaptation_rules == "profile"
+
+
+def test_the_shockwave_preset_brings_the_artifact_rules() -> None:
+    job = JobSpec(0, "ResNet-50 (batch size 16)", 100, mode="accordion")
+    request = build_request(RunOptions(preset="shockwave"), trace=Trace((job,)))
+    assert request.config.adaptation_rules == ARTIFACT
+    # --adaptation-rules overrides the preset's.
+    chosen = build_request(
+        RunOptions(preset="shockwave", adaptation_rules="profile"), trace=Trace((job,))
+    )
+    assert chosen.config.adaptation_rules == "profile"
 
 
 @pytest.mark.parametrize("policy", ["max_min_fairness", "shockwave", "finish_time_fairness"])

@@ -105,6 +105,10 @@ BUILT_IN_PLUGINS = [
     ("trace format", "shockwave"),
     ("solver", "highs"),
     ("solver", "scip"),
+    ("preset", "default"),
+    ("preset", "gavel"),
+    ("preset", "shockwave"),
+    ("preset", "synergy"),
 ]
 
 

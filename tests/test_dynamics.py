@@ -48,11 +48,15 @@ def test_a_gns_job_alone_runs_its_epochs_at_each_batch_size() -> None:
     job = JobSpec(0, LM10, total_steps=per_epoch * 23, mode="gns")
     schedule = schedule_of(job)
     assert schedule.batch_sizes == (10,) * 11 + (20,) * 10 + (40, 10)
-    result = simulate([job], cluster="1:0:0", preset="shockwave")
+    # The profile rules (the preset's own are its simulator's, tested elsewhere).
+    result = simulate([job], cluster="1:0:0", preset="shockwave", adaptation_rules="profile")
     record = result.records[0]
     # Batch sizes change at round boundaries, so the run lags the ideal by a few rounds'
     # difference in speed at most; it is much faster than staying at batch size 10.
-    static = simulate([replace(job, mode="static")], cluster="1:0:0", preset="shockwave")
+    static = simulate(
+        [replace(job, mode="static")], cluster="1:0:0", preset="shockwave",
+        adaptation_rules="profile",
+    )
     # The preset's T_alone is Shockwave's (samples / bs per epoch, unrounded): with 23 whole
     # epochs it differs from the schedule's (ceil(samples / bs) steps) by the rounding only.
     assert record.isolated_runtime_s == pytest.approx(schedule.isolated_runtime_s, rel=1e-3)

@@ -15,6 +15,7 @@ from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
 from shock.engine.mechanism import Mechanism
 from shock.engine.presets import get_preset
+from shock.engine.runner import RunOptions, build_request
 from shock.plugins.policies.fifo import Fifo
 from shock.plugins.policies.gandiva import Gandiva
 
@@ -221,11 +222,21 @@ def test_gavel_packing_draws_as_gavel_does() -> None:
         assert {k for k in keys if isinstance(k, tuple)} == expected
 
 
-def test_the_gavel_preset_sets_both_options() -> None:
-    preset = get_preset("gavel")
+def test_the_gavel_preset_sets_its_baselines_options() -> None:
+    registry = default_registry()
+    preset = get_preset("gavel", registry)
     assert preset.options_for("fifo_perf") == ("gavel_queue=true",)
     assert preset.options_for("gandiva") == ("gavel_packing=true",)
-    assert get_preset("default").options_for("gandiva") == ()
+    # Gavel's simulator takes ECOS's point for max_sum_throughput_perf.
+    assert "ecos_point=true" in preset.options_for("max_sum_throughput_perf")
+    assert get_preset("default", registry).options_for("gandiva") == ()
+
+
+def test_the_gavel_preset_alone_solves_max_sum_throughput_at_ecos_point() -> None:
+    request = build_request(RunOptions(preset="gavel", policy="max_sum_throughput_perf"))
+    assert request.policy.options.ecos_point
+    plain = build_request(RunOptions(policy="max_sum_throughput_perf"))
+    assert not plain.policy.options.ecos_point
 
 
 # ------------------------------------------------------- the mechanism under Gavel's rule

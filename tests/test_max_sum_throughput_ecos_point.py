@@ -99,10 +99,10 @@ def test_without_the_option_left_out_jobs_get_nothing() -> None:
     assert (fractions[1:] == 0).all()
 
 
-def test_only_the_shockwave_preset_takes_ecos_point() -> None:
+def test_the_artifact_presets_take_ecos_point() -> None:
     registry = default_registry()
     trace = str(bundled_trace_path("shockwave_120_multigpu_dynamic.trace"))
-    for preset, expected in (("shockwave", True), ("default", False), ("gavel", False)):
+    for preset, expected in (("shockwave", True), ("default", False), ("gavel", True)):
         request = build_request(
             RunOptions(
                 policy="max_sum_throughput_perf", preset=preset, trace=trace, cluster="32:0:0"

@@ -10,8 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shock.core.results import SCHEMA_VERSION, UNFAIR_RHO, JobRecord, RunCounters, RunResult
+from shock.core.results import (
+    INLINE_SCHEMA_VERSION,
+    UNFAIR_RHO,
+    JobRecord,
+    RunCounters,
+    RunResult,
+)
 from shock.engine.metrics import average_contention, compute_metrics, ftf_rhos
+from shock.results.document import version_1_document
 
 # Three jobs:
 #   A: [0, 10), alone 5 s     B: [5, 15), alone 10 s     C: [20, 50), alone 10 s
@@ -208,7 +215,7 @@ def test_document_keys() -> None:
         "unfinished_jobs",
         "jobs",
     }
-    assert document["schema_version"] == SCHEMA_VERSION
+    assert document["schema_version"] == INLINE_SCHEMA_VERSION
     assert (document["policy"], document["backend"], document["solver"]) == (
         "fifo",
         "simulator",
@@ -274,7 +281,9 @@ def test_write_json(tmp_path: Path) -> None:
     path = tmp_path / "nested" / "dir" / "out.json"
     result.write_json(path)
     loaded = _strict_loads(path.read_text())
-    assert loaded == json.loads(json.dumps(result.to_document()))
+    assert loaded["schema_version"] == 2  # type: ignore[index]
+    # The same content as the inline document, whichever layout is on disk.
+    assert version_1_document(path) == json.loads(json.dumps(result.to_document()))
     assert [p.name for p in path.parent.iterdir()] == ["out.json"]  # no temporary left
 
 

@@ -44,10 +44,10 @@ def test_normalised_throughput_weighs_both_jobs_alike() -> None:
     assert fractions[1, 2] > 0.1
 
 
-def test_shockwave_preset_sums_raw_steps_and_others_do_not() -> None:
+def test_the_artifact_presets_sum_raw_steps_and_the_default_does_not() -> None:
     registry = default_registry()
     trace = str(bundled_trace_path("shockwave_120_multigpu_dynamic.trace"))
-    for preset, raw in (("shockwave", True), ("default", False), ("gavel", False)):
+    for preset, raw in (("shockwave", True), ("default", False), ("gavel", True)):
         request = build_request(
             RunOptions(policy="max_sum_throughput_perf", preset=preset, trace=trace,
                        cluster="32:0:0"),

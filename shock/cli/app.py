@@ -121,15 +121,20 @@ def run_command(
         typer.Option(help="Measure jobs with ids START:END (and stop once they finish)."),
     ] = None,
     preset: Annotated[
-        str, typer.Option(help="Semantics preset: default, gavel, shockwave or synergy.")
-    ] = "default",
-    adaptation_rules: Annotated[
         str,
         typer.Option(
-            help="How Accordion/GNS batch sizes evolve: profile (Shockwave's profile rules) "
-            "or artifact-simulator (Shockwave's round-by-round simulator)."
+            help="Semantics preset: default, gavel, shockwave, synergy or an installed "
+            "plugin's (`shock plugins` lists them)."
         ),
-    ] = "profile",
+    ] = "default",
+    adaptation_rules: Annotated[
+        str | None,
+        typer.Option(
+            help="How Accordion/GNS batch sizes evolve: profile (Shockwave's profile rules) "
+            "or artifact-simulator (Shockwave's round-by-round simulator); the preset's "
+            "if not given (artifact-simulator for shockwave, else profile)."
+        ),
+    ] = None,
     time_limit: Annotated[
         float | None, typer.Option(help="Solver time limit per allocation (s).")
     ] = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 
@@ -41,7 +42,9 @@ class UnknownPluginError(ShockError):
         self.name = name
         self.valid = sorted(valid)
         choices = ", ".join(self.valid) if self.valid else "(none installed)"
-        super().__init__(f"unknown {kind} '{name}'; valid {kind} names: {choices}")
+        close = difflib.get_close_matches(name, self.valid, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        super().__init__(f"unknown {kind} '{name}'; {hint}valid {kind} names: {choices}")
 
 
 class SolverError(ShockError):

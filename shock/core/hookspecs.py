@@ -70,6 +70,11 @@ def register_solvers(register: Register) -> None:
     """Register `shock.core.solver.Solver` instances (`--solver NAME`)."""
 
 
+@hookspec
+def register_presets(register: Register) -> None:
+    """Register `shock.core.presets.Preset` instances (`--preset NAME`)."""
+
+
 # Observer events.
 
 

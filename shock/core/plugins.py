@@ -23,6 +23,7 @@ KINDS: dict[str, str] = {
     "trace format": "register_trace_formats",
     "trace importer": "register_trace_importers",
     "solver": "register_solvers",
+    "preset": "register_presets",
 }
 
 

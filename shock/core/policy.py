@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -168,6 +169,15 @@ class Allocation:
         return cls((), worker_types, np.zeros((0, len(worker_types))))
 
 
+class PartObjectives(StrEnum):
+    """How the objectives of sub-problems on disjoint parts of the cluster (POP partitions,
+    `--partitions`) make the whole problem's objective."""
+
+    MIN = "min"  # a max-min objective: the smallest part's floor
+    MAX = "max"  # a min-max objective (a makespan, the worst rho): the largest part's
+    SUM = "sum"  # a sum over jobs
+
+
 class Policy(ABC):
     """A scheduling policy: state in, allocation out."""
 
@@ -187,6 +197,9 @@ class Policy(ABC):
     # True for a policy whose shares may ask a worker type for more GPUs than it has (an
     # artifact's rule reproduced as it is); the mechanism's priorities then decide who runs.
     may_oversubscribe: bool = False
+    # How its objective over parts of the cluster combines into the whole's; None: the
+    # partitioned allocation reports no objective.
+    part_objectives: PartObjectives | None = None
 
     @abstractmethod
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:

@@ -1,4 +1,10 @@
-"""The results document written by `--json` (key names are a stable interface)."""
+"""The results document written by `--json` (key names are a stable interface; docs/results.md).
+
+Version 2, written to a file: `out.json` holds the run's setup, metrics and per-job results,
+and names its timeline's side-car, `out.timeline.npz` (flat arrays, `timeline_columns`).
+Version 1, the same document with the timeline inline as JSON, is what `to_document` gives
+(`--json -`, sweep cells) and what older shock versions wrote; readers take both.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,17 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
 from shock.core.timeline import Timeline
+from shock.core.timeline_columns import write_timeline_arrays
 
-SCHEMA_VERSION = 1
+# The inline layout (`to_document`) and the file layout with a side-car (`write_json`).
+INLINE_SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+SIDECAR_SUFFIX = ".timeline.npz"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +45,15 @@ class RunResult:
     timeline: Timeline | None = None
 
     def to_document(self) -> dict[str, object]:
-        document: dict[str, object] = {
-            "schema_version": SCHEMA_VERSION,
+        document = self._header(INLINE_SCHEMA_VERSION)
+        if self.timeline is not None:
+            document["timeline"] = self.timeline.to_json()
+        return document
+
+    def _header(self, version: int) -> dict[str, object]:
+        """Everything but the timeline."""
+        return {
+            "schema_version": version,
             "policy": self.policy,
             "backend": self.backend,
             "solver": self.solver,
@@ -57,17 +75,51 @@ class RunResult:
                 for record, rho in zip(self.records, self.rhos, strict=True)
             ],
         }
-        if self.timeline is not None:
-            document["timeline"] = self.timeline.to_json()
-        return document
 
     def write_json(self, path: str | Path) -> None:
+        """The version-2 document at `path`, its timeline in the side-car beside it
+        (`sidecar_path`). Each file is written under a temporary name, then renamed, so an
+        interrupted run never leaves half a document."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Write then rename, so an interrupted run never leaves half a document.
+        document = self._header(SCHEMA_VERSION)
+        renames: list[tuple[Path, Path]] = []
+        if self.timeline is not None:
+            sidecar = sidecar_path(path)
+            temporary = sidecar.with_name(sidecar.name + ".tmp")
+            write_timeline_arrays(self.timeline, temporary)
+            renames.append((temporary, sidecar))
+            document["timeline"] = {"file": sidecar.name, "format": "npz"}
         temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(document_text(self.to_document()))
-        temporary.replace(path)
+        with temporary.open("w") as handle:
+            write_document(document, handle)
+        renames.append((temporary, path))
+        for source, target in renames:  # the side-car first: the JSON names it
+            source.replace(target)
+
+
+def sidecar_path(path: Path) -> Path:
+    """Where the timeline of the document at `path` goes: `out.json` -> `out.timeline.npz`."""
+    return path.with_name(path.name.removesuffix(".json") + SIDECAR_SUFFIX)
+
+
+def write_document(document: dict[str, object], handle: TextIO) -> None:
+    """A document without an inline timeline as JSON: indented for reading, one job per
+    line, written piece by piece (no text of the whole document is built)."""
+    tail_keys = ("jobs", "timeline")
+    rest = {key: value for key, value in document.items() if key not in tail_keys}
+    text = json.dumps(rest, indent=2, allow_nan=False)
+    # `rest` is a non-empty object: its text ends with "\n}".
+    handle.write(text[:-2])
+    jobs = document.get("jobs")
+    if isinstance(jobs, list):
+        handle.write(',\n  "jobs": [')
+        for k, job in enumerate(jobs):
+            handle.write(("\n    " if k == 0 else ",\n    ") + json.dumps(job, allow_nan=False))
+        handle.write("\n  ]" if jobs else "]")
+    if "timeline" in document:
+        handle.write(',\n  "timeline": ' + json.dumps(document["timeline"], allow_nan=False))
+    handle.write("\n}\n")
 
 
 def document_text(document: dict[str, object]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Protocol, TypeVar
 
 from shock.core.errors import ShockError
@@ -11,6 +12,14 @@ from shock.core.placement import Placement
 from shock.core.plugins import PluginRegistry
 from shock.core.policy import Policy
 from shock.core.results import RunResult
+from shock.core.semantics import (
+    OverheadEffect,
+    OverheadRule,
+    RhoAlone,
+    RhoContention,
+    SelectionRule,
+    coerce,
+)
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
 from shock.core.trace import Trace
@@ -37,25 +46,18 @@ class RunConfig:
     preemption_overhead_s: float = 0.0
     # Charge it on a job's first start too: real jobs pay their start-up at every launch.
     overhead_on_first_start: bool = False
-    # Who pays it: "moved" (a job on other GPUs than last round, shock's) or "missed_round"
-    # (Shockwave's simulator: a job that did not run last round, except in the first round
-    # and in a job's last, short round).
-    overhead_rule: str = "moved"
-    # What it does to the job's round: "late_start" (the job starts that many seconds late and
-    # runs to the round's end, shock's) or "fewer_steps" (Shockwave's simulator: the job holds
-    # its GPUs for as long as its planned steps take, t, and does (t - overhead) / t of them).
-    overhead_effect: str = "late_start"
+    # Who pays it and what it does to the job's round (shock.core.semantics).
+    overhead_rule: OverheadRule = OverheadRule.MOVED
+    overhead_effect: OverheadEffect = OverheadEffect.LATE_START
     # Per job type, in place of preemption_overhead_s (a start-up cost measured per family).
     overhead_by_job_type: dict[str, float] | None = None
     seed: int = 0
     # Price of one GPU-hour per worker type, for cost-aware policies.
     prices: dict[str, float] | None = None
     cluster_runtime: ClusterRuntime = field(default_factory=ClusterRuntime)
-    # N in rho's fair share: "time_averaged" (shock) or "trace" (jobs in the trace, Shockwave).
-    rho_contention: str = "time_averaged"
-    # T_alone in rho: "exact" (the job's steps at its fastest isolated rates, shock) or
-    # "whole_epochs" (Shockwave: its per-epoch profile summed, the last epoch whole).
-    rho_alone: str = "exact"
+    # N and T_alone in rho (shock.core.semantics).
+    rho_contention: RhoContention = RhoContention.TIME_AVERAGED
+    rho_alone: RhoAlone = RhoAlone.EXACT
     # Weight per entity (user or group) for hierarchical policies (--entity-weights).
     entity_weights: dict[str, float] | None = None
     # Jobs finish at the end of the round they complete in and rounds last their full length
@@ -64,6 +66,19 @@ class RunConfig:
     # How Accordion/GNS batch sizes evolve: "profile" (Shockwave's profile generator, the
     # default) or "artifact-simulator" (Shockwave's round-by-round simulator).
     adaptation_rules: str = "profile"
+
+    def __post_init__(self) -> None:
+        # Texts (a sweep file's, an older caller's) become members; anything else is refused.
+        for name, kind in _CONFIG_CHOICES:
+            object.__setattr__(self, name, coerce(kind, getattr(self, name), name))
+
+
+_CONFIG_CHOICES: tuple[tuple[str, type[StrEnum]], ...] = (
+    ("overhead_rule", OverheadRule),
+    ("overhead_effect", OverheadEffect),
+    ("rho_contention", RhoContention),
+    ("rho_alone", RhoAlone),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +120,6 @@ class Backend(Protocol):
     def run(self, request: RunRequest) -> RunResult: ...
 
 
-SELECTION_RULES = ("deficit", "gavel")
-
-
 @dataclass(frozen=True, slots=True)
 class MechanismConfig:
     round_length_s: float = 360.0
@@ -119,7 +131,7 @@ class MechanismConfig:
     placement_sensitive: bool = False
     # "deficit": one queue of (job, type) pairs by time owed (allocation x elapsed - received),
     # which realises allocations closely; "gavel": Gavel's per-type walk by priority.
-    selection: str = "deficit"
+    selection: SelectionRule = SelectionRule.DEFICIT
     seed: int = 0
     # Re-run the policy every round whatever the policy asks (Synergy's simulator does).
     reallocate_every_round: bool = False
@@ -132,5 +144,4 @@ class MechanismConfig:
     overhead_counts_as_received: bool = True
 
     def __post_init__(self) -> None:
-        if self.selection not in SELECTION_RULES:
-            raise ValueError(f"selection must be one of {', '.join(SELECTION_RULES)}")
+        object.__setattr__(self, "selection", coerce(SelectionRule, self.selection, "selection"))

@@ -72,6 +72,11 @@ class PackedSegments(Sequence[Segment]):
     def __len__(self) -> int:
         return self._length
 
+    def span(self) -> tuple[SegmentColumns, np.ndarray]:
+        """The run's columns and this job's segment indexes in them (for writers that take
+        every job's segments as arrays at once)."""
+        return self._columns, self._columns.order[self._begin : self._begin + self._length]
+
     @overload
     def __getitem__(self, index: int) -> Segment: ...
     @overload

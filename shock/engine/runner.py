@@ -13,6 +13,7 @@ from shock.core.entities import parse_entities
 from shock.core.errors import InputError
 from shock.core.plugins import PluginRegistry, default_registry
 from shock.core.policy_options import parse_policy_options
+from shock.core.presets import Preset
 from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime, MechanismConfig, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
@@ -60,7 +61,8 @@ class RunOptions:
     policy_options: tuple[str, ...] = ()
     entities: str | None = None  # "a,b" or a count: jobs assigned round-robin (entities.py)
     entity_weights: str | None = None  # "a=1,b=2"
-    adaptation_rules: str = "profile"  # an "adaptation rules" plugin: or "artifact-simulator"
+    # An "adaptation rules" plugin ("profile", "artifact-simulator"); None: the preset's.
+    adaptation_rules: str | None = None
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -89,7 +91,7 @@ def build_request(
     adjust_run = getattr(backend_options, "adjust_run", None)
     if adjust_run is not None:
         options = adjust_run(options)  # e.g. the grpc backend's local workers: the cluster
-    preset = get_preset(options.preset)
+    preset = get_preset(options.preset, registry)
     policy = registry.get("policy", options.policy)
     policy_options = {
         **parse_policy_options(preset.options_for(policy.name)),
@@ -157,20 +159,7 @@ def build_request(
         raise InputError("round length must be > 0", field="--round-length")
     if mechanism.min_allocation_interval_s < 0:
         raise InputError("must be >= 0", field="--min-allocation-interval")
-    rule_sets = registry.names("adaptation rules")
-    if options.adaptation_rules not in rule_sets:
-        raise InputError(
-            f"'{options.adaptation_rules}' is not one of {', '.join(rule_sets)}",
-            field="--adaptation-rules",
-        )
-    backend = registry.get("backend", options.backend)
-    # A backend that runs real jobs declares `simulates_jobs = False`.
-    if options.adaptation_rules != "profile" and not getattr(backend, "simulates_jobs", True):
-        # Real jobs change their batch size by their own Accordion/GNS logic.
-        raise InputError(
-            "applies to the simulator only; real jobs adapt by themselves",
-            field="--adaptation-rules",
-        )
+    adaptation_rules = _adaptation_rules(options, preset, backend, registry)
     overhead = pick(options.preemption_overhead_s, preset.preemption_overhead_s)
     if overhead < 0:
         raise InputError("must be >= 0", field="--preemption-overhead")
@@ -192,11 +181,34 @@ def build_request(
         rho_alone=preset.rho_alone,
         entity_weights=None if entities is None else entities.weights,
         quantised_rounds=preset.quantised_rounds,
-        adaptation_rules=options.adaptation_rules,
+        adaptation_rules=adaptation_rules,
     )
     return RunRequest(
         trace, cluster, policy, placement, solver, table, config, registry, backend_options
     )
+
+
+def _adaptation_rules(
+    options: RunOptions, preset: Preset, backend: object, registry: PluginRegistry
+) -> str:
+    """The rule set simulated batch sizes follow: `--adaptation-rules`, else the preset's."""
+    # A backend that runs real jobs declares `simulates_jobs = False`; its jobs change their
+    # batch size by their own Accordion/GNS logic, so a preset's rules do not apply to it.
+    simulates = getattr(backend, "simulates_jobs", True)
+    if options.adaptation_rules is None:
+        return preset.adaptation_rules if simulates else "profile"
+    rule_sets = registry.names("adaptation rules")
+    if options.adaptation_rules not in rule_sets:
+        raise InputError(
+            f"'{options.adaptation_rules}' is not one of {', '.join(rule_sets)}",
+            field="--adaptation-rules",
+        )
+    if options.adaptation_rules != "profile" and not simulates:
+        raise InputError(
+            "applies to the simulator only; real jobs adapt by themselves",
+            field="--adaptation-rules",
+        )
+    return options.adaptation_rules
 
 
 def _overheads(by_type: dict[str, float] | None) -> dict[str, float] | None:

@@ -28,10 +28,10 @@ Semantics worth knowing:
   untouched.
 - **Determinism.** The grouping uses a `numpy.random.Generator` seeded with `seed`: the same
   seed and the same sequence of problems give the same allocations.
-- **Objective.** For the policies whose objective is a min or max over jobs the whole
-  allocation's objective follows from the parts' (max-min fairness: the smallest part floor;
-  finish-time fairness and makespan: the largest part's; sums for sum objectives); for any
-  other policy it is None.
+- **Objective.** A policy declares how its objective over parts combines
+  (`Policy.part_objectives`): max-min fairness takes the smallest part's floor, finish-time
+  fairness and makespan the largest part's, sum objectives the sum; for a policy that
+  declares nothing the whole allocation's objective is None.
 - **Keys.** The stacked allocation lists single-job keys in the problem's job order, then
   pair keys (space-sharing policies pair jobs only within a part) ordered by their members'
   positions.
@@ -46,27 +46,23 @@ from typing import Any
 import numpy as np
 
 from shock.core.errors import InputError
-from shock.core.policy import Allocation, Policy, PolicyInput, UnitKey
+from shock.core.policy import Allocation, PartObjectives, Policy, PolicyInput, UnitKey
 from shock.core.policy_state import by_job, generator_state, job_keyed, set_generator_state
 from shock.core.solver import SolverSpec
 
 ObjectiveCombiner = Callable[[Sequence[float]], float]
 
-# How the parts' objectives make the whole problem's objective, by policy-name prefix.
-_COMBINERS: tuple[tuple[str, ObjectiveCombiner], ...] = (
-    ("max_min_fairness", min),
-    ("finish_time_fairness", max),
-    ("min_total_duration", max),  # the whole cluster's makespan is its slowest part's
-    ("max_sum_throughput", sum),
-)
+_COMBINERS: dict[PartObjectives, ObjectiveCombiner] = {
+    PartObjectives.MIN: min,
+    PartObjectives.MAX: max,
+    PartObjectives.SUM: sum,
+}
 
 
-def objective_combiner(policy_name: str) -> ObjectiveCombiner | None:
-    """How to combine part objectives for a policy, or None where it is not known."""
-    for prefix, combine in _COMBINERS:
-        if policy_name.startswith(prefix):
-            return combine
-    return None
+def objective_combiner(policy: Policy) -> ObjectiveCombiner | None:
+    """How the policy's part objectives combine (its `part_objectives`), or None."""
+    declared = policy.part_objectives
+    return None if declared is None else _COMBINERS[PartObjectives(declared)]
 
 
 class PartitionedPolicy(Policy):
@@ -90,7 +86,8 @@ class PartitionedPolicy(Policy):
         self.heterogeneity_aware = inner.heterogeneity_aware
         self.backfill = inner.backfill
         self.reallocate_every_round = inner.reallocate_every_round
-        self._combine = combine_objective or objective_combiner(inner.name)
+        self.part_objectives = inner.part_objectives
+        self._combine = combine_objective or objective_combiner(inner)
         self._instances: list[Policy] = (
             [inner] if partitions == 1 else [inner.for_run(seed + k) for k in range(partitions)]
         )

@@ -1,7 +1,10 @@
 """Reading a results document back (`shock run --json FILE`, a sweep's cells/*.json).
 
 `load_result(path)` gives a typed `ResultDocument`; anything that is not a results document
-is a clear error naming the file and the field.
+is a clear error naming the file and the field. Both layouts are read (docs/results.md):
+version 2, whose timeline is in a side-car of arrays beside the JSON, and version 1, whose
+timeline is inline. `version_1_document(path)` gives any document in the version-1 layout,
+for tools written for it.
 """
 
 from __future__ import annotations
@@ -11,8 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from shock.core.errors import InputError
+from shock.core.results import INLINE_SCHEMA_VERSION, SCHEMA_VERSION
 from shock.core.timeline import JobTimeline, Rounds, Segment, Timeline
+from shock.core.timeline_columns import TimelineArraysError, timeline_from_arrays
 
 # Keys every results document has (`shock.core.results.RunResult.to_document`).
 _REQUIRED = ("policy", "backend", "metrics", "jobs")
@@ -51,6 +58,25 @@ def load_result(path: str | Path) -> ResultDocument:
     """The results document at `path`; a `ShockError` naming the file when it is missing,
     not JSON, or not a results document."""
     path = Path(path)
+    return parse_result(_read_json(path), path)
+
+
+def version_1_document(path: str | Path) -> dict[str, Any]:
+    """The document at `path` in the version-1 layout (the timeline inline as JSON, as
+    `RunResult.to_document` gives it): the same content whichever layout the file has."""
+    path = Path(path)
+    data = _read_json(path)
+    _check(data, path)
+    if data.get("schema_version", INLINE_SCHEMA_VERSION) == INLINE_SCHEMA_VERSION:
+        return data
+    document = {**data, "schema_version": INLINE_SCHEMA_VERSION}
+    reference = _sidecar_reference(data.get("timeline"))
+    if reference is not None:
+        document["timeline"] = _sidecar_timeline(reference, path).to_json()
+    return document
+
+
+def _read_json(path: Path) -> Any:
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -58,20 +84,58 @@ def load_result(path: str | Path) -> ResultDocument:
     except OSError as exc:
         raise InputError(f"cannot read it ({exc.strerror or exc})", path=path) from None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except ValueError as exc:
         raise InputError(f"not JSON ({exc})", path=path) from None
-    return parse_result(data, path)
 
 
-def parse_result(data: object, path: Path) -> ResultDocument:
-    """A parsed JSON value as a results document (`path` names it in errors)."""
+def _check(data: object, path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or any(key not in data for key in _REQUIRED):
         raise InputError(
             "not a shock results document (written by `shock run --json FILE`): "
             f"it needs the keys {', '.join(_REQUIRED)}",
             path=path,
         )
+    version = data.get("schema_version", INLINE_SCHEMA_VERSION)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise InputError(
+            f"schema version {version!r} is newer than this shock reads ({SCHEMA_VERSION}); "
+            "upgrade shock",
+            path=path,
+            field="schema_version",
+        )
+    return data
+
+
+def _sidecar_reference(timeline: object) -> str | None:
+    """The side-car's file name when the timeline is one (version 2), else None."""
+    if isinstance(timeline, dict) and "file" in timeline and "rounds" not in timeline:
+        return str(timeline["file"])
+    return None
+
+
+def _sidecar_timeline(name: str, path: Path) -> Timeline:
+    """The timeline in the side-car `name` beside the document at `path`."""
+    sidecar = path.parent / name
+    try:
+        with np.load(sidecar, allow_pickle=False) as arrays:
+            return timeline_from_arrays({key: arrays[key] for key in arrays.files})
+    except FileNotFoundError:
+        raise InputError(
+            f"its timeline's side-car {name} is missing (keep it beside the document)",
+            path=path,
+            field="timeline.file",
+        ) from None
+    except TimelineArraysError as exc:
+        raise InputError(f"malformed ({exc})", path=sidecar) from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"not a timeline side-car (.npz): {exc}", path=sidecar) from None
+
+
+def parse_result(data: object, path: Path) -> ResultDocument:
+    """A parsed JSON value as a results document (`path` names it in errors, and its folder
+    holds a version-2 document's side-car)."""
+    data = _check(data, path)
     metrics = _object(data, "metrics", path)
     values: dict[str, float | None] = {}
     for name, value in metrics.items():
@@ -94,8 +158,17 @@ def parse_result(data: object, path: Path) -> ResultDocument:
         metrics=values,
         jobs=tuple(_job(job, path, f"jobs[{k}]") for k, job in enumerate(jobs)),
         unfinished_jobs=int(data.get("unfinished_jobs", 0)),
-        timeline=None if timeline is None else _timeline(timeline, path),
+        timeline=_any_timeline(timeline, path),
     )
+
+
+def _any_timeline(timeline: object, path: Path) -> Timeline | None:
+    if timeline is None:
+        return None
+    reference = _sidecar_reference(timeline)
+    if reference is not None:
+        return _sidecar_timeline(reference, path)
+    return _timeline(timeline, path)
 
 
 def _object(data: dict[str, Any], key: str, path: Path, where: str = "") -> dict[str, Any]:

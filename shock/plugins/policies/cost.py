@@ -42,6 +42,7 @@ import numpy as np
 from shock.api import (
     Allocation,
     MatrixLP,
+    PartObjectives,
     Policy,
     PolicyInput,
     ProblemClass,
@@ -101,6 +102,9 @@ def cost_rate(prices: np.ndarray, scale: np.ndarray, fractions: np.ndarray) -> f
 
 
 class CostNormalisedThroughput(Policy):
+
+    # Its objective (a sum over jobs) over parts of the cluster (--partitions): the sum.
+    part_objectives = PartObjectives.SUM
     problem_class = ProblemClass.LP
 
     def __init__(self, slos: bool) -> None:

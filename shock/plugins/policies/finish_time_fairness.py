@@ -59,6 +59,7 @@ import numpy as np
 from shock.api import (
     Allocation,
     MatrixLP,
+    PartObjectives,
     Policy,
     PolicyInput,
     ProblemClass,
@@ -155,6 +156,9 @@ class FinishTimeFairnessOptions:
 
 
 class FinishTimeFairness(Policy):
+
+    # Its objective over parts of the cluster (--partitions): the largest part's.
+    part_objectives = PartObjectives.MAX
     problem_class = ProblemClass.LP  # the bisection: a sequence of feasibility LPs
     # The direct model, rho_j has 1 / a_j(x); solvers that take NLPs are given it instead.
     direct_problem_class = ProblemClass.NLP

@@ -16,6 +16,7 @@ import numpy as np
 from shock.api import (
     Allocation,
     MatrixLP,
+    PartObjectives,
     Policy,
     PolicyInput,
     ProblemClass,
@@ -50,6 +51,9 @@ def normalised_rates(
 
 
 class MaxMinFairness(Policy):
+
+    # Its objective over parts of the cluster (--partitions): the smallest part's floor.
+    part_objectives = PartObjectives.MIN
     problem_class = ProblemClass.LP
 
     def __init__(self, heterogeneity_aware: bool) -> None:

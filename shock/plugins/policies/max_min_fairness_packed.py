@@ -28,6 +28,7 @@ import numpy as np
 from shock.api import (
     Allocation,
     MatrixLP,
+    PartObjectives,
     Policy,
     PolicyInput,
     ProblemClass,
@@ -64,6 +65,9 @@ def _equal_share_throughput(problem: PolicyInput) -> np.ndarray:
 
 
 class MaxMinFairnessPacked(Policy):
+
+    # Its objective over parts of the cluster (--partitions): the smallest part's floor.
+    part_objectives = PartObjectives.MIN
     name = "max_min_fairness_packed"
     description = "LAS / max-min fairness with space sharing (pairs of jobs on one gang)"
     problem_class = ProblemClass.LP

@@ -25,6 +25,7 @@ import numpy as np
 from shock.api import (
     DEFAULT_ENTITY,
     Allocation,
+    PartObjectives,
     Policy,
     PolicyInput,
     ProblemClass,
@@ -55,6 +56,9 @@ def entity_job_weights(problem: PolicyInput) -> np.ndarray:
 
 
 class MaxMinFairnessWaterFilling(Policy):
+
+    # Its objective over parts of the cluster (--partitions): the smallest part's floor.
+    part_objectives = PartObjectives.MIN
     problem_class = ProblemClass.LP  # a sequence of LPs
 
     def __init__(self, heterogeneity_aware: bool, packed: bool) -> None:

@@ -14,14 +14,14 @@ An LP; HiGHS' interior-point method returns the centre of the optimal face, so e
 jobs share evenly instead of one vertex taking everything.
 
 Option `raw_throughput=true` sums raw steps/s as Gavel and Shockwave do (w_j T[j, w], no
-division by T_best_j); `--preset shockwave` sets it, to compare with Shockwave's simulator.
+division by T_best_j); `--preset gavel` and `--preset shockwave` set it, as their simulators do.
 
-Option `ecos_point=true` (also set by `--preset shockwave`) answers with the point ECOS's
-interior-point method stops at (shock.lp.conic_interior_point), as Gavel's and Shockwave's
-simulators do, clipped to [0, 1] as they clip it. The LP's optimum is the same, but a job the
-optimum leaves out keeps the tiny share (about 1e-8) the method leaves it, and Gavel's round
-mechanism ranks those jobs by it when GPUs are left over (a job never run gets priority
-share x 1e9), so which of them fill the spare GPUs follows those tiny numbers.
+Option `ecos_point=true` (also set by `--preset gavel` and `--preset shockwave`) answers with
+the point ECOS's interior-point method stops at (shock.lp.conic_interior_point), as Gavel's
+and Shockwave's simulators do, clipped to [0, 1] as they clip it. The LP's optimum is the
+same, but a job the optimum leaves out keeps the tiny share (about 1e-8) the method leaves it,
+and Gavel's round mechanism ranks those jobs by it when GPUs are left over (a job never run
+gets priority share x 1e9), so which of them fill the spare GPUs follows those tiny numbers.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import numpy as np
 from shock.api import (
     Allocation,
     MatrixLP,
+    PartObjectives,
     Policy,
     PolicyInput,
     ProblemClass,
@@ -85,6 +86,9 @@ def raw_throughput_coefficients(problem: PolicyInput) -> np.ndarray:
 
 
 class MaxSumThroughput(Policy):
+
+    # Its objective over parts of the cluster (--partitions): the sum of the parts'.
+    part_objectives = PartObjectives.SUM
     name = "max_sum_throughput_perf"
     description = "maximum total normalised throughput (heterogeneity-aware, Gavel)"
     problem_class = ProblemClass.LP

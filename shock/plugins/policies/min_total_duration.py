@@ -48,6 +48,7 @@ import numpy as np
 
 from shock.api import (
     Allocation,
+    PartObjectives,
     Policy,
     PolicyInput,
     ProblemClass,
@@ -126,6 +127,9 @@ class MinTotalDurationOptions:
 
 
 class MinTotalDuration(Policy):
+
+    # Its objective over parts of the cluster (--partitions): the slowest part's makespan.
+    part_objectives = PartObjectives.MAX
     problem_class = ProblemClass.LP
 
     def __init__(
@@ -230,6 +234,9 @@ class MinTotalDurationPacked(MaxMinFairnessPacked):
     """Minimum makespan with space sharing: the packed max-min LP with job j's progress
     weighted by 1 / R_j (jobs with no steps left are out of the objective), so its optimum
     l* gives the minimum makespan T* = R_ref / l* (R_ref only scales l* to about 1)."""
+
+    # Its objective over parts of the cluster (--partitions): the slowest part's makespan.
+    part_objectives = PartObjectives.MAX
 
     name = "min_total_duration_packed"
     description = "minimum makespan with space sharing (pairs of jobs on one gang)"
