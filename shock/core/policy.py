@@ -187,6 +187,9 @@ class Policy(ABC):
     # True for a policy whose shares may ask a worker type for more GPUs than it has (an
     # artifact's rule reproduced as it is); the mechanism's priorities then decide who runs.
     may_oversubscribe: bool = False
+    # True for a hierarchical policy that shares the cluster between entities (users) in
+    # proportion to their weights (`PolicyInput.entity_weights`).
+    weighs_entities: bool = False
 
     @abstractmethod
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:

@@ -56,6 +56,7 @@ def entity_job_weights(problem: PolicyInput) -> np.ndarray:
 
 class MaxMinFairnessWaterFilling(Policy):
     problem_class = ProblemClass.LP  # a sequence of LPs
+    weighs_entities = True
 
     def __init__(self, heterogeneity_aware: bool, packed: bool) -> None:
         self.heterogeneity_aware = heterogeneity_aware
