@@ -151,7 +151,7 @@ def test_submit_list_cancel_and_the_cancelled_jobs_gpu_goes_to_the_queued_job(
 
     watched = service.ok("watch", str(first), token=TOKENS["bob"])
     assert "submitted by alice" in watched and "cancelled by alice" in watched
-    assert watched.strip().splitlines()[-1] == f"job {first} is cancelled"
+    assert watched.strip().splitlines()[-1].startswith(f"job {first} is cancelled at step ")
     logs = service.ok("logs", str(first), token=TOKENS["alice"])
     assert "==> run " in logs and "on worker-1" in logs
 
