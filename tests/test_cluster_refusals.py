@@ -66,10 +66,10 @@ def test_users_are_told_which_token_case_they_are_in(
 ) -> None:
     _, address = service
 
-    def jobs(token: str) -> subprocess.CompletedProcess[str]:
+    def jobs(token: str, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*SHOCK, "jobs", "--scheduler", address], capture_output=True, text=True,
-            timeout=120, env={**os.environ, "SHOCK_TOKEN": token},
+            [*SHOCK, *(args or ("jobs",)), "--scheduler", address], capture_output=True,
+            text=True, timeout=120, env={**os.environ, "SHOCK_TOKEN": token},
         )  # fmt: skip
 
     worker_token = jobs(TOKEN)
@@ -79,7 +79,17 @@ def test_users_are_told_which_token_case_they_are_in(
     newline = jobs("bob-token")
     assert newline.returncode == 2
     assert "followed by a newline" in " ".join(newline.stderr.split())
-    assert "Traceback" not in worker_token.stderr + newline.stderr
+    # A stream (watch) is refused the same way; an unknown user is named, not an empty table.
+    unknown = jobs("nobodys-token", "watch", "0")
+    assert unknown.returncode == 2 and "unknown token: no user in the users file has it" in (
+        " ".join(unknown.stderr.split())
+    )
+    nobody = jobs("alice-token", "jobs", "--user", "nobody")
+    assert nobody.returncode == 2
+    assert "no user 'nobody' in the users file (users: alice, bob)" in " ".join(
+        nobody.stderr.split()
+    )
+    assert "Traceback" not in worker_token.stderr + newline.stderr + unknown.stderr
 
 
 @pytest.mark.parametrize(
