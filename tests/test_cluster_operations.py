@@ -24,6 +24,7 @@ from shock.cluster.job_service import RequestError
 from shock.cluster.names import placement_text
 from shock.cluster.oplog import configure_logging, log_event
 from shock.cluster.proto import shock_cluster_pb2 as pb
+from shock.cluster.round_times import RoundTimes
 from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
 from shock.cluster.users import User, Users, hash_token
 from shock.core.errors import InputError
@@ -255,3 +256,16 @@ def test_a_scheduler_address_without_a_port_gets_the_default_one() -> None:
     assert with_default_port("scheduler.lab") == "scheduler.lab:50051"
     assert with_default_port("scheduler.lab:6000") == "scheduler.lab:6000"
     assert with_default_port("[::1]") == "[::1]:50051"
+
+
+def test_round_and_decision_times_leave_out_waits_with_nothing_to_run() -> None:
+    times = RoundTimes()
+    times.round_started(100.0)  # the first round: no decision measured before it
+    times.round_reported(130.0)
+    times.round_started(130.5)
+    times.round_reported(160.5)
+    times.waited(400.0)  # idle until a job arrived
+    times.round_started(400.25)
+    assert (times.rounds, times.round_seconds_total, times.last_round_s) == (2, 60.0, 30.0)
+    assert (times.decisions, times.decision_seconds_total) == (2, 0.75)
+    assert times.last_decision_s == 0.25

@@ -1,7 +1,8 @@
 """How long a service's rounds and the policy's decisions take, for `/metrics`.
 
-The decision time is the wall-clock time from one round's report until the engine hands
-the scheduler the next round's plan: the policy (and its solver) decides in between.
+The decision time is the wall-clock time from one round's report (or the end of a wait with
+nothing to run) until the engine hands the scheduler the next round's plan: the policy (and
+its solver) decides in between.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ class RoundTimes:
             self.decisions += 1
             self.decision_seconds_total += self.last_decision_s
         self._started_at = at
+
+    def waited(self, until: float) -> None:
+        """The engine had nothing to run until `until`: that wait is no decision time."""
+        if self._reported_at is not None:
+            self._reported_at = max(self._reported_at, until)
 
     def round_reported(self, at: float) -> None:
         if self._started_at is not None:

@@ -348,6 +348,7 @@ class ClusterScheduler(JobBook):
                 or self._live_signature() != signature
                 or self._intake_waiting()
             )
+            self.round_times.waited(time.time())
 
     def intake(self) -> Intake | None:
         """Jobs submitted and cancelled since the engine last asked; None once stopping."""
