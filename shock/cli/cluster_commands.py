@@ -274,7 +274,7 @@ def _start_dashboard(
 
 def worker_command(
     scheduler: Annotated[
-        str, typer.Option(help="Scheduler address host:port.")
+        str, typer.Option(help="Scheduler address host:port (a host alone: port 50051).")
     ] = f"{DEFAULT_HOST}:{DEFAULT_PORT}",
     token: TokenOption = None,
     gpus: Annotated[int, typer.Option(help="GPUs this worker offers.")] = 1,

@@ -34,7 +34,7 @@ TokenOption = Annotated[
                  "file on the service, the cluster token."),
 ]  # fmt: skip
 SchedulerOption = Annotated[
-    str, typer.Option(help="The scheduler service, host:port.")
+    str, typer.Option(help="The scheduler service, host:port (a host alone: port 50051).")
 ]
 DEFAULT_SCHEDULER = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 
