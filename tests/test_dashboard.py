@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
+pytest.importorskip("prometheus_client", reason="/metrics needs the cluster extra")
 import httpx
 from cluster_procs import SHOCK
 from test_cluster_jobbook import _service, _submit
@@ -121,7 +122,7 @@ def test_the_page_its_assets_and_the_json_endpoints_are_served(
 def test_metrics_are_served_in_prometheus_text_format_without_a_token(
     served: tuple[ClusterScheduler, DashboardServer],
 ) -> None:
-    parser = pytest.importorskip("prometheus_client.parser")
+    from prometheus_client import parser
     scheduler, server = served
     _running(scheduler)
     with _client(server) as client:
