@@ -151,7 +151,7 @@ def test_submit_list_cancel_and_the_cancelled_jobs_gpu_goes_to_the_queued_job(
 
     watched = service.ok("watch", str(first), token=TOKENS["bob"])
     assert "submitted by alice" in watched and "cancelled by alice" in watched
-    assert watched.strip().splitlines()[-1] == f"job {first} is cancelled"
+    assert watched.strip().splitlines()[-1].startswith(f"job {first} is cancelled at step ")
     logs = service.ok("logs", str(first), token=TOKENS["alice"])
     assert "==> run " in logs and "on worker-1" in logs
 
@@ -210,6 +210,9 @@ def test_a_killed_service_restarts_with_every_job_and_running_ones_resume(
             running, "running past a checkpoint",
             lambda j: j["state"] == "running" and j["checkpoint_step"] > 0,
         )  # fmt: skip
+        ((recorded,),) = query(
+            service.state_dir, f"SELECT COUNT(*) FROM job_events WHERE job_id = {running}"
+        )
         os.kill(service.serve.pid, signal.SIGKILL)
         service.serve.wait(timeout=10)
         ((saved,),) = query(
@@ -220,6 +223,13 @@ def test_a_killed_service_restarts_with_every_job_and_running_ones_resume(
             running, "training again after the restart",
             lambda j: j["state"] == "running" and j["step"] > saved,
         )  # fmt: skip
+        # `watch` replays the whole history, the part before the crash included.
+        history = service.ok("watch", str(running), "--no-follow", token=token).splitlines()
+        assert "submitted by admin" in history[0] and len(history) > recorded
+        for before_the_crash in ("launched as run", "started on worker-1 GPU 0",
+                                 "checkpoint at step"):  # fmt: skip
+            assert any(before_the_crash in line for line in history[:recorded]), history
+        assert history[-1].startswith(f"job {running} is ")
         jobs = service.jobs(token)
         assert jobs[queued]["state"] == "queued" and jobs[queued]["user"] == "carol"
         assert resumed["user"] == "admin"

@@ -149,7 +149,7 @@ def test_workers_use_the_cluster_token_and_users_their_own(
     path = tmp_path / "users.toml"
     path.write_text(TOML)
     users = load_users(path)
-    interceptor = TokenInterceptor("worker-token", lambda t: users.identify(t) is not None)
+    interceptor = TokenInterceptor("worker-token", users)
     passed = grpc.unary_unary_rpc_method_handler(lambda request, context: None)
     details = _Details(method, token)
     handler = interceptor.intercept_service(lambda _: passed, details)

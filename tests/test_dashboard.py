@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
+pytest.importorskip("prometheus_client", reason="/metrics needs the cluster extra")
 import httpx
 from cluster_procs import SHOCK
 from test_cluster_jobbook import _service, _submit
@@ -19,10 +20,10 @@ from test_cluster_state import DrivenWorker, _plan, _start_round
 
 from shock.cluster.dashboard import snapshot as snapshot_module
 from shock.cluster.dashboard.app import Dashboard, DashboardServer, start_dashboard
-from shock.cluster.dashboard.snapshot import Timeline, take_snapshot, user_shares
+from shock.cluster.dashboard.snapshot import Timeline, take_snapshot
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.scheduler import ClusterScheduler
-from shock.cluster.users import User, Users, hash_token, single_admin
+from shock.cluster.users import User, Users, hash_token
 
 TOKENS = {"alice": "alice-token", "bob": "bob-token", "root": "root-token"}
 USERS = Users((
@@ -50,7 +51,7 @@ def test_the_snapshot_shows_the_worker_its_busy_gpu_the_jobs_and_the_allocation(
 ) -> None:
     scheduler = _service(tmp_path / "state")
     alices, bobs = _running(scheduler)
-    snapshot = take_snapshot(scheduler, USERS)
+    snapshot = take_snapshot(scheduler)
 
     (worker,) = snapshot["workers"]
     assert worker["gpus"] == 1 and worker["alive"] and worker["gpu_jobs"] == [alices]
@@ -73,35 +74,9 @@ def test_the_snapshot_keeps_every_active_job_and_only_the_newest_ended_ones(
     job_ids = [_submit(scheduler, "alice") for _ in range(5)]
     for job_id in job_ids[1:4]:
         scheduler.cancel("alice", False, job_id)
-    snapshot = take_snapshot(scheduler, USERS)
+    snapshot = take_snapshot(scheduler)
     assert [job["id"] for job in snapshot["jobs"]] == [job_ids[0], *job_ids[2:]]
     assert snapshot["totals"]["jobs"] == 5 and snapshot["totals"]["queued"] == 2
-
-
-def test_shares_are_measured_against_the_weights_of_users_with_work() -> None:
-    jobs = [
-        {"user": "alice", "state": "running", "gpus": [{"worker": "w", "gpus": [0, 1]}]},
-        {"user": "bob", "state": "queued", "gpus": []},
-        {"user": "root", "state": "done", "gpus": []},
-    ]
-    shares = {share["user"]: share for share in user_shares(jobs, USERS, 4)}
-    # alice (3) and bob (1) have work; root has none and is owed nothing.
-    assert shares["alice"]["fair_share"] == pytest.approx(0.75)
-    assert shares["bob"]["fair_share"] == pytest.approx(0.25)
-    assert shares["root"]["fair_share"] == 0.0
-    assert shares["alice"]["share"] == pytest.approx(0.5) and shares["alice"]["gpus"] == 2
-    assert shares["bob"]["share"] == 0.0
-
-
-def test_without_a_users_file_the_jobs_users_count_with_weight_one() -> None:
-    jobs = [
-        {"user": "ann", "state": "running", "gpus": [{"worker": "w", "gpus": [0]}]},
-        {"user": "ben", "state": "queued", "gpus": []},
-        {"user": "cy", "state": "done", "gpus": []},
-    ]
-    shares = {share["user"]: share for share in user_shares(jobs, single_admin("t"), 2)}
-    assert set(shares) == {"ann", "ben", "cy"} and shares["cy"]["fair_share"] == 0.0
-    assert shares["ann"]["fair_share"] == shares["ben"]["fair_share"] == pytest.approx(0.5)
 
 
 def test_the_timeline_keeps_only_its_newest_samples(tmp_path: Path) -> None:
@@ -110,7 +85,7 @@ def test_the_timeline_keeps_only_its_newest_samples(tmp_path: Path) -> None:
     for queued in range(5):
         if queued:
             _submit(scheduler, "alice")
-        timeline.add(take_snapshot(scheduler, USERS))
+        timeline.add(take_snapshot(scheduler))
     assert [sample["queued"] for sample in timeline.samples()] == [2, 3, 4]
 
 
@@ -144,6 +119,35 @@ def test_the_page_its_assets_and_the_json_endpoints_are_served(
         assert server_dashboard_samples and "gpus_busy" in server_dashboard_samples[-1]
 
 
+def test_metrics_are_served_in_prometheus_text_format_without_a_token(
+    served: tuple[ClusterScheduler, DashboardServer],
+) -> None:
+    from prometheus_client import parser
+    scheduler, server = served
+    _running(scheduler)
+    with _client(server) as client:
+        scraped = client.get("/metrics")
+        assert client.post("/metrics").status_code == 405  # read-only
+    assert scraped.status_code == 200
+    assert scraped.headers["content-type"].startswith("text/plain; version=")
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in parser.text_string_to_metric_families(scraped.text)
+        for sample in family.samples
+    }
+    assert samples[("shock_workers", (("state", "alive"),))] == 1
+    assert samples[("shock_gpus", (("gpu_type", "v100"), ("state", "busy")))] == 1
+    assert samples[("shock_gpus", (("gpu_type", "v100"), ("state", "idle")))] == 0
+    assert samples[("shock_jobs", (("state", "running"), ("user", "alice")))] == 1
+    assert samples[("shock_jobs", (("state", "queued"), ("user", "bob")))] == 1
+    assert samples[("shock_queue_length", ())] == 1
+    assert samples[("shock_user_gpus", (("user", "alice"),))] == 1
+    assert samples[("shock_user_share", (("user", "alice"), ("window", "now")))] == 1.0
+    assert samples[("shock_user_fair_share", (("user", "bob"), ("window", "now")))] == 0.5
+    assert samples[("shock_round", ())] == 1
+    assert ("shock_rounds_total", ()) in samples and ("shock_decision_seconds_total", ()) in samples
+
+
 def test_reading_needs_no_token_but_cancelling_does(
     served: tuple[ClusterScheduler, DashboardServer],
 ) -> None:
@@ -156,7 +160,7 @@ def test_reading_needs_no_token_but_cancelling_does(
         wrong = client.post(f"/api/jobs/{alices}/cancel", headers=_bearer("not-a-token"))
         assert wrong.status_code == 401
         assert client.post("/api/login", headers=_bearer("not-a-token")).status_code == 401
-    assert take_snapshot(scheduler, USERS)["jobs"][alices]["state"] == "running"
+    assert take_snapshot(scheduler)["jobs"][alices]["state"] == "running"
 
 
 def test_a_user_cancels_their_own_job_but_not_anothers_and_an_admin_any(
@@ -177,7 +181,7 @@ def test_a_user_cancels_their_own_job_but_not_anothers_and_an_admin_any(
         assert missing.status_code == 404
         by_admin = client.post(f"/api/jobs/{alices}/cancel", headers=_bearer(TOKENS["root"]))
         assert by_admin.status_code == 200
-    states = {job["id"]: job for job in take_snapshot(scheduler, USERS)["jobs"]}
+    states = {job["id"]: job for job in take_snapshot(scheduler)["jobs"]}
     assert states[alices]["state"] == states[bobs]["state"] == "cancelled"
     assert "cancelled by root" in states[alices]["message"]
 

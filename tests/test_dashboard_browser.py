@@ -19,6 +19,7 @@ from cluster_procs import SHOCK, Processes, free_port, job_command_options, quer
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
+pytest.importorskip("prometheus_client", reason="the dashboard's /metrics needs the cluster extra")
 httpx = pytest.importorskip("httpx")
 sync_client = pytest.importorskip("websockets.sync.client")
 

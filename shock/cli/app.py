@@ -21,6 +21,7 @@ from shock.cli.job_commands import (
     jobs_command,
     logs_command,
     submit_command,
+    users_command,
     watch_command,
 )
 from shock.cli.output import plugins_table, print_run_header, summary_table
@@ -54,6 +55,7 @@ app.command("jobs")(jobs_command)
 app.command("cancel")(cancel_command)
 app.command("logs")(logs_command)
 app.command("watch")(watch_command)
+app.command("users")(users_command)
 app.command("sweep")(sweep_command)
 app.command("plot")(plot_command)
 app.command("report")(report_command)

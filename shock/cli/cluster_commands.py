@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shlex
 import signal
 import threading
@@ -15,7 +16,14 @@ from rich.console import Console
 
 from shock.cli.output import print_run_header, summary_table
 from shock.cli.progress import ProgressObserver, wants_progress
-from shock.cluster.defaults import DEFAULT_HOST, DEFAULT_JOB_COMMAND, DEFAULT_PORT, TOKEN_ENV
+from shock.cluster.defaults import (
+    DEFAULT_HOST,
+    DEFAULT_JOB_COMMAND,
+    DEFAULT_PORT,
+    TOKEN_ENV,
+    with_default_port,
+)
+from shock.cluster.oplog import configure_logging, log_event
 from shock.core.errors import InputError, ShockError
 from shock.core.plugins import default_registry
 from shock.engine.runner import DEFAULT_POLICY, RunOptions, build_request
@@ -31,10 +39,20 @@ if TYPE_CHECKING:
 
 TOKEN_FILE = "token"
 DEFAULT_DASHBOARD_HOST = "127.0.0.1"  # only this machine's users, unless told otherwise
+# With a users file: the hierarchical policy that shares the cluster by the users' weights.
+WEIGHTED_POLICY = "max_min_fairness_water_filling_perf"
+# `shock worker`'s exit status when the scheduler refuses it (systemd: RestartPreventExitStatus).
+REFUSED_EXIT_STATUS = 3
 
 TokenOption = Annotated[
     str | None,
     typer.Option(envvar=TOKEN_ENV, help=f"Shared secret of the cluster (or ${TOKEN_ENV})."),
+]
+LogLevel = Annotated[
+    str, typer.Option(help="Log events from this level up: debug, info, warning or error.")
+]
+LogFormat = Annotated[
+    str, typer.Option(help="Log lines on stderr as text or json (one line per event).")
 ]
 TlsCert = Annotated[Path | None, typer.Option(help="TLS certificate (PEM).")]
 TlsKey = Annotated[Path | None, typer.Option(help="TLS private key (PEM).")]
@@ -71,6 +89,24 @@ def _tls(cert: Path | None, key: Path | None, ca: Path | None) -> TlsFiles | Non
     return tls if tls.enabled else None
 
 
+def _policy_for(policy: str | None, users: Users | None) -> str:
+    """The policy to serve with: with a users file, by default the hierarchical one that
+    shares the cluster by the users' weights; a policy that ignores them gets a warning."""
+    if policy is None:
+        return WEIGHTED_POLICY if users is not None else DEFAULT_POLICY
+    weights = {user.weight for user in users.users} if users is not None else set()
+    chosen = default_registry().get("policy", policy)
+    if len(weights) > 1 and not getattr(chosen, "weighs_entities", False):
+        log_event(
+            "policy-ignores-weights",
+            f"--policy {policy} ignores the users' weights in the users file: every job is "
+            f"weighed alone; use --policy {WEIGHTED_POLICY} (or gandiva_fair) to share the "
+            "cluster between users by their weights",
+            logging.WARNING, policy=policy,
+        )  # fmt: skip
+    return policy
+
+
 def _stop_on_sigterm(stop: threading.Event, interrupt_too: bool = False) -> None:
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
@@ -98,7 +134,12 @@ def serve_command(
     tls_cert: TlsCert = None,
     tls_key: TlsKey = None,
     tls_ca: TlsCa = None,
-    policy: Annotated[str, typer.Option(help="Policy name.")] = DEFAULT_POLICY,
+    policy: Annotated[
+        str | None,
+        typer.Option(help=f"Policy name (default: {DEFAULT_POLICY}; with --users, "
+                     f"{WEIGHTED_POLICY}, which honours the users' weights).",
+                     show_default=False),
+    ] = None,
     throughputs: Annotated[
         Path | None, typer.Option(help="Prior throughput table; default: Gavel's, then measured.")
     ] = None,
@@ -122,6 +163,8 @@ def serve_command(
     dashboard_host: Annotated[
         str, typer.Option(help="Address the dashboard listens on.")
     ] = DEFAULT_DASHBOARD_HOST,
+    log_level: LogLevel = "info",
+    log_format: LogFormat = "text",
 ) -> None:
     """Run the scheduler service: workers register with it, users submit jobs to it (or it
     runs a --trace). Restarting it with the same --state-dir resumes every job."""
@@ -133,10 +176,13 @@ def serve_command(
     from shock.cluster.users import load_users, single_admin
     from shock.core.trace import Trace
 
-    console = Console()
+    configure_logging(log_level, log_format)
+    # Status lines are never wrapped: they often go to a log file, not a terminal.
+    console = Console(soft_wrap=True)
     resuming = (state_dir / "journal.sqlite").exists()
     service = trace is None and not resuming
     user_table = load_users(users) if users is not None else None
+    policy = _policy_for(policy, user_table)
     state_dir.mkdir(parents=True, exist_ok=True)
     if token is None:
         token_path = state_dir / TOKEN_FILE
@@ -228,7 +274,7 @@ def _start_dashboard(
 
 def worker_command(
     scheduler: Annotated[
-        str, typer.Option(help="Scheduler address host:port.")
+        str, typer.Option(help="Scheduler address host:port (a host alone: port 50051).")
     ] = f"{DEFAULT_HOST}:{DEFAULT_PORT}",
     token: TokenOption = None,
     gpus: Annotated[int, typer.Option(help="GPUs this worker offers.")] = 1,
@@ -274,11 +320,19 @@ def worker_command(
         typer.Option(help="Address other workers reach this one's jobs at, where a job on "
                      "several GPUs meets (default: this machine's hostname)."),
     ] = None,
+    log_level: LogLevel = "info",
+    log_format: LogFormat = "text",
 ) -> None:
     """Run a worker agent: register with the scheduler and run the jobs it sends."""
     _require_cluster_extra()
-    from shock.cluster.worker import WorkerAgent, WorkerSettings
+    from shock.cluster.worker import (
+        AuthenticationError,
+        WorkerAgent,
+        WorkerRefused,
+        WorkerSettings,
+    )
 
+    configure_logging(log_level, log_format)
     if not token:
         raise InputError(f"a worker needs the cluster's token (--token or ${TOKEN_ENV})",
                          field="--token")  # fmt: skip
@@ -291,7 +345,8 @@ def worker_command(
     if memory_gb is not None and not memory_gb > 0:
         raise InputError(f"must be > 0, got {memory_gb}", field="--memory-gb")
     settings = WorkerSettings(
-        scheduler=scheduler, token=token, gpus=gpus, gpu_type=gpu_type, simulated=simulated,
+        scheduler=with_default_port(scheduler), token=token, gpus=gpus, gpu_type=gpu_type,
+        simulated=simulated,
         job_command=parse_job_command(job_command), log_dir=log_dir,
         tls=_tls(tls_cert, tls_key, tls_ca), heartbeat_s=heartbeat,
         scheduler_timeout_s=scheduler_timeout, checkpoint_every_s=checkpoint_every,
@@ -300,4 +355,11 @@ def worker_command(
     )  # fmt: skip
     agent = WorkerAgent(settings)
     signal.signal(signal.SIGTERM, lambda signum, frame: agent.stop())
-    raise typer.Exit(agent.run())
+    try:
+        code = agent.run()
+    except (WorkerRefused, AuthenticationError) as refused:
+        # Its own exit status, so a service manager can be told not to restart it.
+        Console(stderr=True, soft_wrap=True).print(f"error: {refused}", highlight=False,
+                                                   markup=False)  # fmt: skip
+        raise typer.Exit(REFUSED_EXIT_STATUS) from None
+    raise typer.Exit(code)

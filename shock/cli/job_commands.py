@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -20,6 +21,7 @@ from shock.cli.cluster_commands import (
     _tls,
 )
 from shock.cluster.defaults import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV
+from shock.cluster.names import placement_text
 from shock.core.errors import InputError
 
 if TYPE_CHECKING:
@@ -32,7 +34,7 @@ TokenOption = Annotated[
                  "file on the service, the cluster token."),
 ]  # fmt: skip
 SchedulerOption = Annotated[
-    str, typer.Option(help="The scheduler service, host:port.")
+    str, typer.Option(help="The scheduler service, host:port (a host alone: port 50051).")
 ]
 DEFAULT_SCHEDULER = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 
@@ -67,6 +69,14 @@ def submit_command(
 ) -> None:
     """Submit a job; prints its id alone on the last line."""
     from shock.cluster.proto import shock_cluster_pb2 as pb
+
+    # 0 is refused like a negative value (the protocol reads 0 as "the default").
+    if steps < 1:
+        raise InputError(f"must be >= 1, got {steps}", field="--steps")
+    if scale_factor < 1:
+        raise InputError(f"must be >= 1 GPU, got {scale_factor}", field="--scale-factor")
+    if not (weight > 0 and math.isfinite(weight)):
+        raise InputError(f"must be a finite number > 0, got {weight:g}", field="--weight")
 
     request = pb.SubmitJobRequest(
         job_type=job_type, steps=steps, scale_factor=scale_factor, user=user or "",
@@ -103,6 +113,71 @@ def job_document(job: pb.JobStatus) -> dict[str, Any]:
     }
 
 
+def _stamp(unix: float) -> str:
+    """A local time; with its date when it was not today (history from the journal)."""
+    when = time.localtime(unix)
+    same_day = time.strftime("%Y-%m-%d", when) == time.strftime("%Y-%m-%d")
+    return time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S", when)
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.0f}%"
+
+
+def share_document(share: pb.UserShare) -> dict[str, Any]:
+    """One user as `shock users --json` prints it."""
+
+    def window(part: pb.ShareWindow) -> dict[str, float]:
+        return {"seconds": part.seconds, "gpu_seconds": part.gpu_seconds,
+                "share": part.share, "fair_share": part.fair_share}  # fmt: skip
+
+    return {
+        "user": share.user, "weight": share.weight, "gpus": share.gpus,
+        "share": share.share, "fair_share": share.fair_share,
+        "recent": window(share.recent), "since_start": window(share.since_start),
+    }  # fmt: skip
+
+
+def shares_table(shares: list[pb.UserShare]) -> Table:
+    recent = _duration(shares[0].recent.seconds) if shares else ""
+    table = Table(title="users' shares: GPU time used (fair share)")
+    for column in ("user", "weight", "GPUs now", "now", f"last {recent}", "since start",
+                   "GPU-hours"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "user" else "right")
+    for share in shares:
+        table.add_row(
+            escape(share.user), f"{share.weight:g}", str(share.gpus),
+            f"{_percent(share.share)} ({_percent(share.fair_share)})",
+            f"{_percent(share.recent.share)} ({_percent(share.recent.fair_share)})",
+            f"{_percent(share.since_start.share)} ({_percent(share.since_start.fair_share)})",
+            f"{share.since_start.gpu_seconds / 3600:.2f}",
+        )  # fmt: skip
+    return table
+
+
+def users_command(
+    json_output: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    window: Annotated[
+        float, typer.Option(help="The recent window, in seconds (beside since the start).")
+    ] = 3600.0,
+    scheduler: SchedulerOption = DEFAULT_SCHEDULER,
+    token: TokenOption = None,
+    tls_cert: TlsCert = None,
+    tls_key: TlsKey = None,
+    tls_ca: TlsCa = None,
+) -> None:
+    """Each user's share of the GPUs now and of the GPU time over the last hour and since
+    the start, beside their weighted fair shares."""
+    if not (window > 0 and math.isfinite(window)):
+        raise InputError(f"must be a number of seconds > 0, got {window:g}", field="--window")
+    with _client(scheduler, token, tls_cert, tls_key, tls_ca) as client:
+        shares = client.users(window)
+    if json_output:
+        print(json.dumps([share_document(share) for share in shares], indent=2))
+        return
+    Console(emoji=False).print(shares_table(shares))
+
+
 def _duration(seconds: float) -> str:
     seconds = max(0.0, seconds)
     if seconds < 120:
@@ -124,16 +199,19 @@ def jobs_command(
     """List the service's jobs: state, user, GPUs held and where, progress, rho, queued time."""
     with _client(scheduler, token, tls_cert, tls_key, tls_ca) as client:
         jobs = client.jobs(user=user or "")
+        shares = [] if json_output else client.users()
     if json_output:
         print(json.dumps([job_document(job) for job in jobs], indent=2))
+        return
+    console = Console(emoji=False)
+    if not jobs:
+        console.print(f"no jobs{f' of {user}' if user else ''} at {scheduler}", highlight=False)
         return
     table = Table(title=f"jobs at {scheduler}")
     for column in ("id", "user", "state", "job type", "GPUs", "progress", "rho", "queued"):
         table.add_column(column, justify="right" if column in ("id", "rho") else "left")
     for job in jobs:
-        where = "; ".join(
-            f"{p.hostname or p.worker_id} {','.join(map(str, p.gpus))}" for p in job.placement
-        )
+        where = placement_text((p.worker_id, list(p.gpus)) for p in job.placement)
         progress = f"{job.step}/{job.target_steps}"
         if job.target_steps:
             progress += f" ({100 * job.step / job.target_steps:.0f}%)"
@@ -141,7 +219,9 @@ def jobs_command(
             str(job.job_id), escape(job.user), job.state, escape(job.job_type), escape(where),
             progress, f"{job.rho:.2f}" if job.rho else "-", _duration(job.queued_s),
         )  # fmt: skip
-    Console(emoji=False).print(table)
+    console.print(table)
+    if shares:
+        console.print(shares_table(shares))
 
 
 def cancel_command(
@@ -155,7 +235,9 @@ def cancel_command(
     """Cancel a job: it stops (its checkpoint is kept) and its GPUs go to others next round."""
     with _client(scheduler, token, tls_cert, tls_key, tls_ca) as client:
         job = client.cancel(job_id)
-    print(f"job {job.job_id} cancelled at step {job.step} (checkpoint at {job.checkpoint_step})")
+    # Its process writes a checkpoint as it stops: the step it ends at is `shock jobs`'.
+    print(f"job {job.job_id} cancelled (at step {job.step} when cancelled; it stops after "
+          f"writing a checkpoint, its last one was at step {job.checkpoint_step})")
 
 
 def logs_command(
@@ -183,21 +265,26 @@ def logs_command(
 
 def watch_command(
     job_id: Annotated[int, typer.Argument(help="The job to follow.")],
+    follow: Annotated[
+        bool, typer.Option(help="Follow it until it ends (--no-follow: its history and state "
+                           "now, then stop).")
+    ] = True,
     scheduler: SchedulerOption = DEFAULT_SCHEDULER,
     token: TokenOption = None,
     tls_cert: TlsCert = None,
     tls_key: TlsKey = None,
     tls_ca: TlsCa = None,
 ) -> None:
-    """Follow a job's events and progress until it ends."""
+    """Show a job's history (every run, checkpoint and preemption, at the times they
+    happened, also before a restart of the service), then follow it until it ends."""
     with _client(scheduler, token, tls_cert, tls_key, tls_ca) as client:
         last_step, state = -1, "unknown"
-        for update in client.watch(job_id):
+        for update in client.watch(job_id, history_only=not follow):
             job = update.job
-            stamp = time.strftime("%H:%M:%S", time.localtime(update.time_unix))
+            stamp = _stamp(update.time_unix)
             if update.event:
                 print(f"{stamp} {update.event}", flush=True)
             elif job.step != last_step:
                 print(f"{stamp} {job.state} step {job.step}/{job.target_steps}", flush=True)
             last_step, state = job.step, job.state
-    print(f"job {job_id} is {state}")
+    print(f"job {job_id} is {state}" + (f" at step {last_step}" if state != "done" else ""))

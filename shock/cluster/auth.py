@@ -9,6 +9,7 @@ also present a certificate it signed (mutual TLS).
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ from typing import Any
 
 import grpc
 
+from shock.cluster.defaults import TOKEN_ENV
+from shock.cluster.oplog import log_event
+from shock.cluster.users import Users
 from shock.core.errors import InputError
 
 TOKEN_METADATA_KEY = "x-shock-token"
@@ -71,23 +75,50 @@ def call_token(metadata: Iterable[tuple[str, str | bytes]]) -> str:
     return ""
 
 
-class TokenInterceptor(grpc.ServerInterceptor):
-    """Refuses every call whose metadata lacks the shared token; with `user_check`, calls to
-    the Jobs service need a token it accepts instead (a user's, which may differ)."""
+def token_refusal(cluster_token: str, users: Users | None, method: str, token: str
+                  ) -> str | None:  # fmt: skip
+    """Why a call with `token` to `method` is refused, in words that say which case it is;
+    None when it is allowed. Workers (the Scheduler service) present the cluster token;
+    people (the Jobs service) a user's token from the users file (without one, the cluster
+    token). The reason never quotes the token."""
+    if not token:
+        return f"no token given (x-shock-token): pass --token or ${TOKEN_ENV}"
+    jobs_call = method.startswith(JOBS_SERVICE_PREFIX)
+    is_cluster_token = hmac.compare_digest(token.encode(), cluster_token.encode())
+    if not jobs_call or users is None:
+        if is_cluster_token:
+            return None
+        if users is not None and users.identify(token) is not None:
+            return ("this is a user's token: a worker presents the cluster token "
+                    "(the one `shock serve` was started with)")  # fmt: skip
+        return "unknown token: it is not this cluster's token"
+    if users.identify(token) is not None:
+        return None
+    if is_cluster_token:
+        return ("this is the cluster (worker) token: with a users file, jobs are submitted "
+                "and managed with a user's own token")  # fmt: skip
+    for variant, how in ((token + "\n", "followed by a newline"),
+                         (token.rstrip("\r\n"), "without its trailing newline")):  # fmt: skip
+        user = users.identify(variant) if variant != token else None
+        if user is not None:
+            return (
+                f"unknown token; but user {user.name}'s token_sha256 in the users file is the "
+                f"hash of this token {how}: hash it without one, "
+                '`printf %s "$TOKEN" | sha256sum` (echo adds a newline)'
+            )
+    return "unknown token: no user in the users file has it"
 
-    def __init__(self, token: str, user_check: Callable[[str], bool] | None = None) -> None:
+
+class TokenInterceptor(grpc.ServerInterceptor):
+    """Refuses every call whose token is not accepted for its service (UNAUTHENTICATED),
+    before any handler runs, saying why and logging it. `users`: who may call the Jobs
+    service (None: the holders of the cluster token)."""
+
+    def __init__(self, token: str, users: Users | None = None) -> None:
         if not token:
             raise ValueError("the shared token must not be empty")
-        self._token = token.encode()
-        self._user_check = user_check
-
-        def refuse(request: Any, context: grpc.ServicerContext) -> None:
-            context.abort(
-                grpc.StatusCode.UNAUTHENTICATED,
-                "invalid or missing shock token (x-shock-token): this scheduler refuses the peer",
-            )
-
-        self._refusal = grpc.unary_unary_rpc_method_handler(refuse)
+        self._token = token
+        self._users = users
 
     def intercept_service(
         self,
@@ -95,13 +126,23 @@ class TokenInterceptor(grpc.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         token = call_token(handler_call_details.invocation_metadata)
-        if self._user_check is not None and handler_call_details.method.startswith(
-            JOBS_SERVICE_PREFIX
-        ):
-            allowed = bool(token) and self._user_check(token)
-        else:
-            allowed = hmac.compare_digest(token.encode(), self._token)
-        return continuation(handler_call_details) if allowed else self._refusal
+        method = handler_call_details.method
+        reason = token_refusal(self._token, self._users, method, token)
+        if reason is None:
+            return continuation(handler_call_details)
+        return _refusal(method, reason)
+
+
+def _refusal(method: str, reason: str) -> grpc.RpcMethodHandler:
+    def refuse(request: Any, context: grpc.ServicerContext) -> None:
+        log_event("token-refused", f"refused {method.rsplit('/', 1)[-1]} from "
+                  f"{context.peer()}: {reason}", logging.WARNING, method=method,
+                  peer=context.peer(), reason=reason)  # fmt: skip
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
+
+    if method.endswith("/WatchJob"):
+        return grpc.unary_stream_rpc_method_handler(refuse)
+    return grpc.unary_unary_rpc_method_handler(refuse)
 
 
 # gRPC backs off exponentially (up to 2 minutes) between reconnection attempts; a worker must

@@ -12,6 +12,7 @@ from typing import TypeVar
 import grpc
 
 from shock.cluster.auth import TlsFiles, open_channel, token_metadata
+from shock.cluster.defaults import with_default_port
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
 from shock.core.errors import ShockError
@@ -32,8 +33,8 @@ _WHY = {
 
 class JobsClient:
     def __init__(self, address: str, token: str, tls: TlsFiles | None = None) -> None:
-        self.address = address
-        self._channel = open_channel(address, tls)
+        self.address = with_default_port(address)
+        self._channel = open_channel(self.address, tls)
         self._stub = pb_grpc.JobsStub(self._channel)
         self._metadata = token_metadata(token)
 
@@ -85,8 +86,16 @@ class JobsClient:
         )
         return list(reply.logs)
 
-    def watch(self, job_id: int) -> Iterator[pb.JobUpdate]:
-        stream = self._stub.WatchJob(pb.WatchJobRequest(job_id=job_id), metadata=self._metadata)
+    def users(self, window_s: float = 0.0) -> list[pb.UserShare]:
+        request = pb.ListUsersRequest(window_s=window_s)
+        reply = self._call(
+            lambda: self._stub.ListUsers(request, metadata=self._metadata, timeout=_TIMEOUT_S)
+        )
+        return list(reply.users)
+
+    def watch(self, job_id: int, history_only: bool = False) -> Iterator[pb.JobUpdate]:
+        request = pb.WatchJobRequest(job_id=job_id, history_only=history_only)
+        stream = self._stub.WatchJob(request, metadata=self._metadata)
         try:
             yield from stream
         except grpc.RpcError as exc:

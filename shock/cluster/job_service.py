@@ -9,13 +9,25 @@ journaled before it is acknowledged.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from shock.cluster.fairness import (
+    Lifetime,
+    UserShare,
+    WindowShare,
+    average_fair_shares,
+    average_jobs_in_system,
+    finish_time_rho,
+    weighted_fair_share,
+)
 from shock.cluster.journal import Journal
+from shock.cluster.names import placement_text
+from shock.cluster.oplog import log_event
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.core.errors import ShockError
 from shock.core.executor import Intake
@@ -29,8 +41,8 @@ if TYPE_CHECKING:
 
 ADAPTATIONS = ("static", "accordion", "gns")
 DEFAULT_LOG_BYTES = 1 << 20
+DEFAULT_SHARE_WINDOW_S = 3600.0  # users' shares of GPU time: the last hour
 _LOG_WAIT_S = 10.0
-_EVENTS_KEPT = 200  # per job, for watchers that join late
 
 
 class RequestError(ShockError):
@@ -67,11 +79,12 @@ class JobBook:
     settings: SchedulerSettings
     t0: float
     accepts_submissions: bool
+    _round_index: int
+    _plan: dict[int, tuple[tuple[str, tuple[int, ...]], ...]]
 
     def _init_book(self) -> None:
         self._arrived: list[JobSpec] = []
         self._cancelled: list[int] = []
-        self._events: dict[int, list[tuple[float, str]]] = {}
         self._log_replies: dict[int, dict[int, pb.RunLog]] = {}
         self._log_request_ids = itertools.count(1)
 
@@ -88,24 +101,34 @@ class JobBook:
         self._arrived, self._cancelled = [], []
         return intake
 
-    # Events, for watchers.
+    # Events: journaled for watchers (across restarts), logged for the operator.
 
-    def _record(self, job_id: int, text: str) -> None:
-        events = self._events.setdefault(job_id, [])
-        events.append((time.time(), text))
-        del events[:-_EVENTS_KEPT]
+    def _record(self, job_id: int, text: str, event: str = "job-event",
+                level: int = logging.DEBUG, **fields: object) -> None:  # fmt: skip
+        self.journal.add_job_event(job_id, time.time(), text)
+        log_event(event, f"job {job_id}: {text}", level, job=job_id, **fields)
         self._changed.notify_all()
+
+    def _gang_parts(self, run: Run) -> list[tuple[str, tuple[int, ...]]]:
+        """Where the run's whole gang holds GPUs, in rank order (one part for one process)."""
+        ranks = [other for other in self.runs.values()
+                 if other.lead_run_id == run.lead_run_id and other.ended_at is None]  # fmt: skip
+        ranks = sorted(ranks, key=lambda other: other.rank) or [run]
+        return [(other.worker_id, other.gpus) for other in ranks]
 
     def _note_event(self, job: TrackedJob, run: Run | None, event: pb.JobEvent) -> None:
         kind = event.WhichOneof("event")
         if kind == "started" and run is not None:
-            self._record(job.job_id, f"run {run.run_id} started on {run.worker_id} GPUs "
-                         f"{list(run.gpus)} at step {event.started.resumed_from_step}")  # fmt: skip
+            self._record(job.job_id, f"run {run.run_id} started on "
+                         f"{placement_text(self._gang_parts(run))} at step "
+                         f"{event.started.resumed_from_step}", "run-started")  # fmt: skip
         elif kind == "checkpoint":
-            self._record(job.job_id, f"checkpoint at step {event.checkpoint.step}")
+            self._record(job.job_id, f"checkpoint at step {event.checkpoint.step}",
+                         "job-checkpoint")  # fmt: skip
         elif kind == "exit":
+            waiting = "" if event.exit.reason in ("done", "") else "; queued until it runs again"
             self._record(job.job_id, f"run {event.run_id} ended ({event.exit.reason}) at step "
-                         f"{event.exit.step}")  # fmt: skip
+                         f"{event.exit.step}{waiting}", "run-ended")  # fmt: skip
 
     # Users' requests.
 
@@ -126,7 +149,10 @@ class JobBook:
 
             self.jobs[job_id] = TrackedJob(spec, submitted_at=now)
             self._arrived.append(spec)
-            self._record(job_id, f"submitted by {owner}")
+            self._record(job_id, f"submitted by {owner}: {spec.job_type}, {spec.total_steps} "
+                         f"steps on {spec.scale_factor} GPU(s); queued", "job-submitted",
+                         logging.INFO, user=owner, job_type=spec.job_type,
+                         steps=spec.total_steps, gpus=spec.scale_factor)  # fmt: skip
             return pb.SubmitJobReply(job_id=job_id)
 
     def _cluster_up(self) -> bool:
@@ -141,9 +167,17 @@ class JobBook:
         if request.steps < 1:
             raise RequestError(f"--steps must be >= 1, got {request.steps}")
         try:
-            parse_job_type(request.job_type)  # one the training harness runs
+            family, _ = parse_job_type(request.job_type)  # one the training harness runs
         except UnknownJobTypeError as exc:
             raise RequestError(str(exc)) from None
+        known = {job_type for job_type, _ in self.request.table.isolated}
+        if request.job_type not in known:  # the policies need its throughputs
+            sizes = sorted(size for t in known if t.split(" (")[0] == family
+                           for size in (batch_size_of(t),) if size is not None)  # fmt: skip
+            raise RequestError(
+                f"job type {request.job_type!r} is not in the throughput table; its batch "
+                f"sizes of {family}: {', '.join(map(str, sizes)) or 'none'}"
+            )
         weight = request.weight or 1.0
         if not (weight > 0 and math.isfinite(weight)):
             raise RequestError(f"--weight must be a finite number > 0, got {weight}")
@@ -208,13 +242,16 @@ class JobBook:
         """The job never runs again; a live run checkpoints and stops; the engine drops it."""
         job.ended_state, job.ended_at, job.message = state, now, message
         self.journal.end_job(job.job_id, state, now, message)
+        self._fix_rho(job, now)
         self._cancelled.append(job.job_id)
         if job.run_id is not None:
             run = self.runs[job.run_id]
             if not run.preempting and run.ended_at is None:
                 run.preempting = True
                 self._command(run.worker_id, pb.Command(preempt=pb.Preempt(run_id=run.run_id)))
-        self._record(job.job_id, message)
+        self._record(job.job_id, message, f"job-{state}",
+                     logging.WARNING if state == "failed" else logging.INFO,
+                     user=job.spec.entity or "", step=job.step)  # fmt: skip
 
     def _preempt_all(self, wait_s: float = 15.0) -> None:
         """Every live run checkpoints and stops; wait (bounded) until they said so."""
@@ -230,27 +267,54 @@ class JobBook:
         ):
             self._changed.wait(timeout=0.1)
 
-    def watch(self, job_id: int, active: Callable[[], bool]) -> Iterator[pb.JobUpdate]:
-        """The job's events so far, then new ones and its progress, until it is over."""
-        sent_events = 0
+    def watch(self, job_id: int, active: Callable[[], bool], history_only: bool = False
+              ) -> Iterator[pb.JobUpdate]:  # fmt: skip
+        """The job's whole history from the journal (with the times it happened, also from
+        before a restart), then new events, its progress and, while it waits, why; until it
+        is over (`history_only`: until its history and its state now are sent)."""
+        sent_seq = 0
         last: pb.JobStatus | None = None
+        waiting_noted = -1  # the round whose waiting state was last said
         while active():
             with self._lock:
                 job = self._job(job_id)
-                events = self._events.get(job_id, [])
-                fresh = events[sent_events:]
-                sent_events = len(events)
+                fresh = self.journal.job_events(job_id, sent_seq)
+                if fresh:
+                    sent_seq = fresh[-1].seq
                 status = self.status(job)
-                if not fresh and last is not None and _same(status, last):
+                waiting = None
+                if status.state == "queued" and self._round_index != waiting_noted:
+                    waiting_noted = self._round_index
+                    waiting = self._waiting_reason(job)
+                if not fresh and waiting is None and last is not None and _same(status, last):
                     if job.over:
                         return  # its last state and events are sent
                     self._changed.wait(timeout=1.0)
                     continue
-            for at, text in fresh:
-                yield pb.JobUpdate(job=status, event=text, time_unix=at)
-            if not fresh:
+            for row in fresh:
+                yield pb.JobUpdate(job=status, event=row.text, time_unix=row.at)
+            if history_only:
+                yield pb.JobUpdate(job=status, event=waiting or "", time_unix=time.time())
+                return
+            if waiting is not None:
+                yield pb.JobUpdate(job=status, event=waiting, time_unix=time.time())
+            elif not fresh:
                 yield pb.JobUpdate(job=status, time_unix=time.time())
             last = status
+
+    def _waiting_reason(self, job: TrackedJob) -> str:
+        """Why a queued job is not running, in words."""
+        alive = [w for w in self.workers.values() if w.registered and w.alive]
+        if not alive:
+            return "waiting: no worker is connected"
+        if job.job_id in self._plan:
+            return (f"waiting: round {self._round_index} gives it "
+                    f"{placement_text(self._plan[job.job_id])}, once they are free")  # fmt: skip
+        total = sum(w.gpus for w in alive)
+        busy = sum(len(run.gpus) for run in self.runs.values() if run.ended_at is None)
+        queued = sum(1 for other in self.jobs.values() if self._state(other) == "queued")
+        return (f"waiting for GPUs: round {self._round_index} gave it none ({busy} of {total} "
+                f"GPUs busy, {queued} job(s) queued)")  # fmt: skip
 
     # Status.
 
@@ -266,26 +330,25 @@ class JobBook:
     def status(self, job: TrackedJob) -> pb.JobStatus:
         now = time.time()
         spec = job.spec
-        submitted = job.submitted_at
-        if submitted is None:  # a trace's job: it arrived on the run's clock
-            submitted = self.t0 + spec.arrival_time
+        submitted = self._submitted_at(job)
         ended = job.completed_at if job.completed_at is not None else job.ended_at
         started = job.started_at
         queued = (started if started is not None else (ended or now)) - submitted
         placement = []
         state = self._state(job)
         if state == "running" and job.run_id is not None:
-            run = self.runs[job.run_id]
-            slot = self.workers.get(run.worker_id)
-            placement.append(pb.JobPlacement(
-                worker_id=run.worker_id, hostname=slot.hostname if slot else "", gpus=run.gpus
-            ))  # fmt: skip
+            for worker_id, gpus in _merged(self._gang_parts(self.runs[job.run_id])):
+                slot = self.workers.get(worker_id)
+                placement.append(pb.JobPlacement(
+                    worker_id=worker_id, hostname=slot.hostname if slot else "", gpus=gpus
+                ))  # fmt: skip
         return pb.JobStatus(
             job_id=job.job_id, user=spec.entity or "", state=state, job_type=job.job_type,
             scale_factor=spec.scale_factor, step=job.step, target_steps=job.target_steps,
             checkpoint_step=job.checkpoint_step, placement=placement,
             submitted_at_unix=submitted, queued_s=max(0.0, queued),
-            rho=self._rho(job, (ended or now) - submitted), ended_at_unix=ended or 0.0,
+            rho=job.rho if job.rho is not None else self._rho(job, submitted, ended or now),
+            ended_at_unix=ended or 0.0,
             message=job.message, weight=spec.priority_weight, adaptation=spec.mode,
         )  # fmt: skip
 
@@ -295,9 +358,22 @@ class JobBook:
             self.request.table.gpu_types
         )
 
-    def _rho(self, job: TrackedJob, elapsed: float) -> float:
-        """Time since submission over the time its progress takes alone on the fastest GPU
-        type (finish-time fairness so far); 0 before any progress."""
+    def _submitted_at(self, job: TrackedJob) -> float:
+        if job.submitted_at is not None:
+            return job.submitted_at
+        return self.t0 + job.spec.arrival_time  # a trace's job: on the run's clock
+
+    def _lifetimes(self, now: float) -> list[Lifetime]:
+        """Every job's stay in the system (queued or running), until it ended or now."""
+        lifetimes = []
+        for job in self.jobs.values():
+            ended = job.completed_at if job.completed_at is not None else job.ended_at
+            lifetimes.append((self._submitted_at(job), ended if ended is not None else now))
+        return lifetimes
+
+    def _rho(self, job: TrackedJob, submitted: float, until: float) -> float:
+        """Finish-time fairness so far (docs/metrics.md): time since submission over the
+        time its progress takes alone on the fastest GPU type, times max(1, N/G)."""
         rate = max(
             (
                 self.estimates.estimate(job.job_type, job.spec.scale_factor, w)
@@ -307,7 +383,61 @@ class JobBook:
         )
         if job.step <= 0 or rate <= 0:
             return 0.0
-        return elapsed / (job.step / rate)
+        jobs_in_system = average_jobs_in_system(self._lifetimes(until), submitted, until)
+        gpus = sum(w.gpus for w in self.workers.values() if w.alive) or 1
+        return finish_time_rho(until - submitted, job.step, rate, jobs_in_system, gpus)
+
+    def _fix_rho(self, job: TrackedJob, ended: float) -> None:
+        """Its ρ when it ended, journaled once: it does not move as estimates do later."""
+        if job.rho is None:
+            job.rho = self._rho(job, self._submitted_at(job), ended)
+            self.journal.set_rho(job.job_id, job.rho)
+
+    # Users' shares.
+
+    def user_shares(self, window_s: float = DEFAULT_SHARE_WINDOW_S) -> list[UserShare]:
+        """Each user's share of the GPUs now and of the GPU time over the last `window_s`
+        and since the start, beside their weighted fair shares. Users are those of the
+        users file (with its weights) and of the jobs (weight 1 when not in the file)."""
+        if not window_s > 0:
+            raise RequestError(f"the window must be > 0 s, got {window_s:g}")
+        with self._lock:
+            now = time.time()
+            weights = dict(self.request.config.entity_weights or {})
+            jobs = list(self.jobs.values())
+            owned = [(job.spec.entity or "", life) for job, life in zip(
+                jobs, self._lifetimes(now), strict=True)]  # fmt: skip
+            for user, _ in owned:
+                weights.setdefault(user, 1.0)
+            held: dict[str, int] = {}
+            active: set[str] = set()
+            for job in jobs:
+                state = self._state(job)
+                if state in ("queued", "running"):
+                    active.add(job.spec.entity or "")
+                if state == "running" and job.run_id is not None:
+                    gpus = sum(len(g) for _, g in self._gang_parts(self.runs[job.run_id]))
+                    held[job.spec.entity or ""] = held.get(job.spec.entity or "", 0) + gpus
+            total = sum(w.gpus for w in self.workers.values() if w.registered and w.alive)
+            start = min(self.t0, now) if self._cluster_up() else now
+            windows: list[dict[str, WindowShare]] = []
+            for since in (max(start, now - window_s), start):
+                used = self.journal.gpu_seconds_by_user(since, now)
+                fair = average_fair_shares(weights, owned, since, now)
+                all_used = sum(used.values())
+                windows.append({
+                    user: WindowShare(now - since, used.get(user, 0.0),
+                                      used.get(user, 0.0) / all_used if all_used else 0.0,
+                                      fair.get(user, 0.0))
+                    for user in weights
+                })  # fmt: skip
+        return [
+            UserShare(
+                user, weight, held.get(user, 0), held.get(user, 0) / total if total else 0.0,
+                weighted_fair_share(user, weights, active), windows[0][user], windows[1][user],
+            )
+            for user, weight in sorted(weights.items())
+        ]
 
     # Logs, fetched from the workers that ran the job.
 
@@ -360,6 +490,14 @@ class JobBook:
                     replies[-1] = pb.RunLog(run_id=-1)  # answered, with nothing
                 self._changed.notify_all()
             return pb.UploadLogReply()
+
+
+def _merged(parts: list[tuple[str, tuple[int, ...]]]) -> list[tuple[str, tuple[int, ...]]]:
+    """One entry per worker, its GPUs in rank order."""
+    merged: dict[str, tuple[int, ...]] = {}
+    for worker_id, gpus in parts:
+        merged[worker_id] = merged.get(worker_id, ()) + tuple(gpus)
+    return list(merged.items())
 
 
 def _same(a: pb.JobStatus, b: pb.JobStatus) -> bool:

@@ -67,6 +67,14 @@ CREATE TABLE IF NOT EXISTS rounds (
     started_at REAL NOT NULL,
     assignments TEXT NOT NULL
 );
+-- What happened to each job, in words, when (what `shock watch` replays).
+CREATE TABLE IF NOT EXISTS job_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id INTEGER NOT NULL,
+    at REAL NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS job_events_by_job ON job_events (job_id, seq);
 CREATE TABLE IF NOT EXISTS throughputs (
     job_type TEXT NOT NULL,
     scale_factor INTEGER NOT NULL,
@@ -86,6 +94,8 @@ _SERVICE_COLUMNS = (
     ("ended_state", "TEXT"),
     ("ended_at", "REAL"),
     ("message", "TEXT"),
+    # Its finish-time fairness, fixed when it ended (docs/running-a-cluster.md).
+    ("rho", "REAL"),
 )
 
 
@@ -102,6 +112,15 @@ class JobRow:
     ended_state: str | None = None  # cancelled or failed
     ended_at: float | None = None
     message: str | None = None
+    rho: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobEventRow:
+    seq: int
+    job_id: int
+    at: float
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +231,8 @@ class Journal:
     def jobs(self) -> list[JobRow]:
         rows = self._db.execute(
             "SELECT spec, step, checkpoint_step, completed_at, job_type, target_steps, "
-            "submitted_at, started_at, ended_state, ended_at, message FROM jobs ORDER BY job_id"
+            "submitted_at, started_at, ended_state, ended_at, message, rho FROM jobs "
+            "ORDER BY job_id"
         ).fetchall()
         return [JobRow(JobSpec(**json.loads(row[0])), *row[1:]) for row in rows]
 
@@ -229,6 +249,25 @@ class Journal:
             "WHERE job_id = ? AND completed_at IS NULL AND ended_state IS NULL",
             (state, at, message, job_id),
         )
+
+    def set_rho(self, job_id: int, rho: float) -> None:
+        """The job's finish-time fairness, fixed once (when it ended)."""
+        self._db.execute(
+            "UPDATE jobs SET rho = ? WHERE job_id = ? AND rho IS NULL", (rho, job_id)
+        )
+
+    def add_job_event(self, job_id: int, at: float, text: str) -> None:
+        self._db.execute(
+            "INSERT INTO job_events (job_id, at, text) VALUES (?, ?, ?)", (job_id, at, text)
+        )
+
+    def job_events(self, job_id: int, after_seq: int = 0) -> list[JobEventRow]:
+        """The job's events after `after_seq`, oldest first."""
+        rows = self._db.execute(
+            "SELECT seq, job_id, at, text FROM job_events WHERE job_id = ? AND seq > ? "
+            "ORDER BY seq", (job_id, after_seq),
+        ).fetchall()  # fmt: skip
+        return [JobEventRow(*row) for row in rows]
 
     def set_progress(self, job_id: int, step: int) -> None:
         # A completed job's row is final: a late or resent event must not move it back.
@@ -339,6 +378,20 @@ class Journal:
         return [
             RunRow(r[0], r[1], r[2], tuple(json.loads(r[3])), *r[4:]) for r in rows
         ]
+
+    def gpu_seconds_by_user(self, since: float, until: float) -> dict[str, float]:
+        """GPU-seconds each user's runs held GPUs between `since` and `until` (unix times):
+        a run holds its GPUs from its launch until it ended (or until `until`)."""
+        rows = self._db.execute(
+            "SELECT COALESCE(json_extract(jobs.spec, '$.entity'), ''), "
+            "SUM(json_array_length(runs.gpus) * "
+            "    (MIN(COALESCE(runs.ended_at, :until), :until) - MAX(runs.launched_at, :since))) "
+            "FROM runs JOIN jobs ON jobs.job_id = runs.job_id "
+            "WHERE COALESCE(runs.ended_at, :until) > :since AND runs.launched_at < :until "
+            "GROUP BY 1",
+            {"since": since, "until": until},
+        ).fetchall()
+        return {str(user): float(seconds) for user, seconds in rows if seconds and seconds > 0}
 
     # Rounds and throughputs.
 

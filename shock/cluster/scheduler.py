@@ -29,7 +29,10 @@ from pathlib import Path
 from shock.cluster.job_service import JobBook, PreconditionError, RequestError, ServiceStopped
 from shock.cluster.journal import Journal, ThroughputRow, WorkerRow
 from shock.cluster.launch import launch_grant
+from shock.cluster.names import placement_text
+from shock.cluster.oplog import log_event
 from shock.cluster.proto import shock_cluster_pb2 as pb
+from shock.cluster.round_times import RoundTimes
 from shock.core.errors import ShockError
 from shock.core.executor import (
     BatchSizeChange,
@@ -142,6 +145,7 @@ class TrackedJob:
     ended_state: str | None = None  # cancelled or failed
     ended_at: float | None = None
     message: str = ""
+    rho: float | None = None  # its finish-time fairness, fixed when it ended
 
     @property
     def over(self) -> bool:
@@ -201,6 +205,7 @@ class ClusterScheduler(JobBook):
         self.done = False
         self.incarnation = uuid.uuid4().hex
         self._saved_engine: dict[str, object] | None = None
+        self.round_times = RoundTimes()
         self._init_book()
         self._load()
         self.capabilities = replace(
@@ -227,6 +232,7 @@ class ClusterScheduler(JobBook):
                 job_type=row.job_type or "", target_steps=row.target_steps or 0,
                 submitted_at=row.submitted_at, started_at=row.started_at,
                 ended_state=row.ended_state, ended_at=row.ended_at, message=row.message or "",
+                rho=row.rho,
             )  # fmt: skip
         # The journal's jobs are the run's, also when a restart names no trace: every one
         # submitted, less those cancelled or failed.
@@ -326,9 +332,12 @@ class ClusterScheduler(JobBook):
 
     def run_round(self, plan: RoundPlan) -> RoundReport:
         with self._lock:
+            self.round_times.round_started(time.time())
             self._begin_round(plan, time.time())
             self._wait_until(self._round_over)
-            return self._report(time.time())
+            report = self._report(time.time())
+            self.round_times.round_reported(time.time())
+            return report
 
     def idle_until(self, time_s: float) -> None:
         with self._lock:
@@ -339,6 +348,7 @@ class ClusterScheduler(JobBook):
                 or self._live_signature() != signature
                 or self._intake_waiting()
             )
+            self.round_times.waited(time.time())
 
     def intake(self) -> Intake | None:
         """Jobs submitted and cancelled since the engine last asked; None once stopping."""
@@ -473,10 +483,11 @@ class ClusterScheduler(JobBook):
                     and other.gpu_type == request.gpu_type
                     and other.gpus != len(request.devices)
                 ):
-                    raise PreconditionError(
-                        f"workers of type {request.gpu_type} have {other.gpus} GPUs each; "
-                        f"this one declares {len(request.devices)}"
-                    )
+                    reason = (f"workers of type {request.gpu_type} have {other.gpus} GPUs each; "
+                              f"this one declares {len(request.devices)}")  # fmt: skip
+                    log_event("worker-refused", f"refused worker on {request.hostname}: {reason}",
+                              logging.WARNING, host=request.hostname, reason=reason)  # fmt: skip
+                    raise PreconditionError(reason)
             if slot is None:
                 worker_id = f"worker-{len(self.journal.workers()) + 1}"
                 slot = WorkerSlot(
@@ -496,6 +507,9 @@ class ClusterScheduler(JobBook):
             slot.last_seen = now
             slot.commands = []
             self.journal.set_worker_alive(slot.worker_id)
+            log_event("worker-joined", f"{slot.worker_id} joined from {request.hostname}: "
+                      f"{slot.gpus} {slot.gpu_type} GPUs", worker=slot.worker_id,
+                      host=request.hostname, gpu_type=slot.gpu_type, gpus=slot.gpus)  # fmt: skip
             self._reconcile(slot, request.live_runs, now)
             self._changed.notify_all()
             return pb.RegisterReply(
@@ -672,6 +686,9 @@ class ClusterScheduler(JobBook):
             run_id = run.run_id if run is not None else 0
             if self.journal.record_completion(job.spec.job_id, now, run_id, job.step):
                 job.completed_at = now
+                self._fix_rho(job, now)
+                self._record(job.job_id, f"done at step {job.step}", "job-finished",
+                             logging.INFO, user=job.spec.entity or "")  # fmt: skip
                 if run is not None and run.ended_at is not None:
                     # Closed as lost (its worker was silent), yet it finished: say so.
                     self.journal.correct_run_completed(run.run_id, now, job.step)
@@ -791,6 +808,10 @@ class ClusterScheduler(JobBook):
             elif not run.preempting:
                 run.preempting = True
                 self._command(run.worker_id, pb.Command(preempt=pb.Preempt(run_id=run.run_id)))
+                if run.rank == 0:
+                    moved = "moves it" if run.job_id in self._plan else "gives its GPUs to others"
+                    self._record(run.job_id, f"preempted: round {plan.index} {moved}",
+                                 "job-preempted", logging.INFO, run=run.run_id)  # fmt: skip
         # Batch sizes the engine's adaptation model wants of jobs that run on.
         for order in plan.batch_size_orders:
             job = self.jobs.get(order.job_id)
@@ -869,6 +890,9 @@ class ClusterScheduler(JobBook):
             self._command(worker_id, pb.Command(launch=launch))
         job.run_id = lead_run_id
         self._round_runs.setdefault(job_id, []).append(lead_run_id)
+        self._record(job_id, f"launched as run {lead_run_id} on {placement_text(placement)} "
+                     f"from step {job.step} (round {self._round_index})", "job-launched",
+                     logging.INFO, run=lead_run_id, user=spec.entity or "")  # fmt: skip
 
     @staticmethod
     def _round_entry(job_ids: Sequence[int], placement: Placement) -> dict[str, object]:
@@ -977,6 +1001,9 @@ class ClusterScheduler(JobBook):
             if slot.alive and now - slot.last_seen > self.settings.dead_after_s:
                 slot.alive = False
                 self.journal.set_worker_dead(slot.worker_id, now)
+                log_event("worker-lost", f"{slot.worker_id} ({slot.hostname}) silent for "
+                          f"{now - slot.last_seen:.0f} s: lost; its jobs resume elsewhere",
+                          logging.WARNING, worker=slot.worker_id, host=slot.hostname)  # fmt: skip
                 for run in list(self.runs.values()):
                     if run.worker_id == slot.worker_id and run.ended_at is None:
                         self._close_run(run, now, "lost")

@@ -12,7 +12,9 @@ import grpc
 
 from shock.cluster.auth import TlsFiles, TokenInterceptor, call_token
 from shock.cluster.defaults import DEFAULT_HOST
+from shock.cluster.fairness import UserShare, WindowShare
 from shock.cluster.job_service import (
+    DEFAULT_SHARE_WINDOW_S,
     NotFoundError,
     PermissionError_,
     PreconditionError,
@@ -118,7 +120,20 @@ class JobsServicer(pb_grpc.JobsServicer):
         return _answer(context, handle)
 
     def ListJobs(self, request: pb.ListJobsRequest, context: Any) -> pb.ListJobsReply:
-        return _answer(context, lambda: self.scheduler.list_jobs(request))
+        def handle() -> pb.ListJobsReply:
+            if request.user and not self.users.open_names and self.users.get(request.user) is None:
+                names = ", ".join(user.name for user in self.users.users)
+                raise NotFoundError(f"no user {request.user!r} in the users file (users: {names})")
+            return self.scheduler.list_jobs(request)
+
+        return _answer(context, handle)
+
+    def ListUsers(self, request: pb.ListUsersRequest, context: Any) -> pb.ListUsersReply:
+        def handle() -> pb.ListUsersReply:
+            shares = self.scheduler.user_shares(request.window_s or DEFAULT_SHARE_WINDOW_S)
+            return pb.ListUsersReply(users=[_user_share(share) for share in shares])
+
+        return _answer(context, handle)
 
     def CancelJob(self, request: pb.CancelJobRequest, context: Any) -> pb.CancelJobReply:
         def handle() -> pb.CancelJobReply:
@@ -128,7 +143,7 @@ class JobsServicer(pb_grpc.JobsServicer):
         return _answer(context, handle)
 
     def WatchJob(self, request: pb.WatchJobRequest, context: Any) -> Iterator[pb.JobUpdate]:
-        updates = self.scheduler.watch(request.job_id, context.is_active)
+        updates = self.scheduler.watch(request.job_id, context.is_active, request.history_only)
         while True:
             update = _answer(context, lambda: next(updates, None))
             if update is None:
@@ -147,6 +162,19 @@ class JobsServicer(pb_grpc.JobsServicer):
             return self.scheduler.job_logs(request.job_id, request.max_bytes)
 
         return _answer(context, handle)
+
+
+def _window(window: WindowShare) -> pb.ShareWindow:
+    return pb.ShareWindow(seconds=window.seconds, gpu_seconds=window.gpu_seconds,
+                          share=window.share, fair_share=window.fair_share)  # fmt: skip
+
+
+def _user_share(share: UserShare) -> pb.UserShare:
+    return pb.UserShare(
+        user=share.user, weight=share.weight, gpus=share.gpus, share=share.share,
+        fair_share=share.fair_share, recent=_window(share.recent),
+        since_start=_window(share.since_start),
+    )  # fmt: skip
 
 
 def _require_worker(worker_id: str) -> None:
@@ -176,7 +204,8 @@ def start_server(
     users = users or single_admin(token)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
-        interceptors=[TokenInterceptor(token, lambda given: users.identify(given) is not None)],
+        # Without a users file the cluster token's holder is the one admin.
+        interceptors=[TokenInterceptor(token, None if users.open_names else users)],
     )
     pb_grpc.add_SchedulerServicer_to_server(SchedulerServicer(scheduler), server)
     pb_grpc.add_JobsServicer_to_server(JobsServicer(scheduler, users), server)

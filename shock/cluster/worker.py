@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import shutil
 import socket
@@ -25,6 +26,7 @@ from shock.cluster.auth import TlsFiles, open_channel, token_metadata
 from shock.cluster.bounds import DEFAULT_MEMORY_HEADROOM_GB, BoundsKeeper
 from shock.cluster.defaults import DEFAULT_JOB_COMMAND
 from shock.cluster.jobproc import JobProcess
+from shock.cluster.oplog import log_event
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
 from shock.cluster.warm import WarmPool
@@ -35,6 +37,19 @@ _RPC_TIMEOUT_S = 10.0
 
 class AuthenticationError(ShockError):
     """The scheduler refused this worker's token."""
+
+
+class WorkerRefused(ShockError):
+    """The scheduler refused to register this worker: retrying cannot help, so the agent
+    exits at once (non-zero, so that a service manager does not restart it in a loop)."""
+
+
+# Registration answers that say the worker itself is wrong (not that the scheduler is away).
+_REFUSALS = (
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.PERMISSION_DENIED,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +160,11 @@ class WorkerAgent:
             )
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                log_event("worker-refused", f"refused: {exc.details()}", logging.ERROR,
+                          scheduler=self.settings.scheduler, reason=exc.details())  # fmt: skip
                 raise AuthenticationError(
-                    f"scheduler {self.settings.scheduler} refused this worker: {exc.details()}"
+                    f"refused: scheduler {self.settings.scheduler} refused this worker's token: "
+                    f"{exc.details()}"
                 ) from None
             raise
         self._last_contact = time.monotonic()
@@ -176,7 +194,30 @@ class WorkerAgent:
 
     def _register(self) -> None:
         self._flush()
-        reply = self._call(
+        try:
+            reply = self._call_register()
+        except grpc.RpcError as exc:
+            if exc.code() not in _REFUSALS:
+                raise
+            log_event("worker-refused", f"refused: {exc.details()}", logging.ERROR,
+                      scheduler=self.settings.scheduler, reason=exc.details())  # fmt: skip
+            raise WorkerRefused(
+                f"refused: scheduler {self.settings.scheduler} does not take this worker: "
+                f"{exc.details()}"
+            ) from None
+        assert isinstance(reply, pb.RegisterReply)
+        if reply.worker_id != self.worker_id:
+            log_event("worker-registered", f"registered with {self.settings.scheduler} as "
+                      f"{reply.worker_id} ({len(self.devices)} {self.settings.gpu_type} GPUs)",
+                      worker=reply.worker_id, scheduler=self.settings.scheduler,
+                      gpu_type=self.settings.gpu_type, gpus=len(self.devices))  # fmt: skip
+        self.worker_id = reply.worker_id
+        # The scheduler's period: it declares a worker dead after a few missed ones.
+        if reply.heartbeat_s > 0:
+            self._heartbeat_s = min(self.settings.heartbeat_s, reply.heartbeat_s)
+
+    def _call_register(self) -> object:
+        return self._call(
             "Register",
             pb.RegisterRequest(
                 worker_id=self.worker_id,
@@ -190,11 +231,6 @@ class WorkerAgent:
                 rendezvous_host=self.settings.rendezvous_host or "",
             ),
         )
-        assert isinstance(reply, pb.RegisterReply)
-        self.worker_id = reply.worker_id
-        # The scheduler's period: it declares a worker dead after a few missed ones.
-        if reply.heartbeat_s > 0:
-            self._heartbeat_s = min(self.settings.heartbeat_s, reply.heartbeat_s)
 
     # Job events.
 
@@ -204,6 +240,11 @@ class WorkerAgent:
             event.run_id = job.run_id
             event.job_id = job.job_id
             event.time_unix = time.time()
+            if event.WhichOneof("event") == "exit":
+                log_event("run-ended", f"run {job.run_id} of job {job.job_id} ended "
+                          f"({event.exit.reason}) at step {event.exit.step}",
+                          run=job.run_id, job=job.job_id, reason=event.exit.reason,
+                          step=event.exit.step)  # fmt: skip
             self._outbox.append(event)
             self._outbox_ready.notify_all()
 
@@ -292,6 +333,9 @@ class WorkerAgent:
         )
         if bounds.bounded:
             self._bounds_keeper.check(job.process.pid, bounds)
+        log_event("run-launched", f"run {launch.run_id} of job {launch.job_id} "
+                  f"({launch.job_type}) launched on GPU {','.join(map(str, launch.gpus))}",
+                  run=launch.run_id, job=launch.job_id, gpus=list(launch.gpus))  # fmt: skip
         with self._lock:
             self._jobs[launch.run_id] = job
 
@@ -349,6 +393,7 @@ class WorkerAgent:
                 time.sleep(0.5)
 
     def _loop(self) -> int:
+        lost = False  # the scheduler stopped answering (logged once until it answers)
         while not self._stop.is_set():
             heartbeat = self._heartbeat_s
             try:
@@ -360,6 +405,10 @@ class WorkerAgent:
                     timeout=heartbeat + _RPC_TIMEOUT_S,
                 )
                 assert isinstance(reply, pb.HeartbeatReply)
+                if lost:
+                    lost = False
+                    log_event("scheduler-back", f"scheduler {self.settings.scheduler} answers "
+                              "again", scheduler=self.settings.scheduler)  # fmt: skip
                 if reply.reregister:
                     self._register()
                     continue
@@ -368,8 +417,16 @@ class WorkerAgent:
                 self._warm.fill()  # after a burst of launches, spares for the next ones
                 if reply.shutdown:
                     return 0
-            except grpc.RpcError:
+            except grpc.RpcError as exc:
+                if not lost:
+                    lost = True
+                    log_event("scheduler-unreachable", f"scheduler {self.settings.scheduler} "
+                              f"does not answer ({exc.code().name}); retrying for "
+                              f"{self.settings.scheduler_timeout_s:g} s", logging.WARNING,
+                              scheduler=self.settings.scheduler)  # fmt: skip
                 if time.monotonic() - self._last_contact > self.settings.scheduler_timeout_s:
+                    log_event("scheduler-lost", f"scheduler {self.settings.scheduler} "
+                              "unreachable too long: stopping", logging.ERROR)  # fmt: skip
                     return 1
                 self._stop.wait(min(heartbeat, 0.5))
             self._reap()

@@ -200,6 +200,9 @@ class Policy(ABC):
     # How its objective over parts of the cluster combines into the whole's; None: the
     # partitioned allocation reports no objective.
     part_objectives: PartObjectives | None = None
+    # True for a hierarchical policy that shares the cluster between entities (users) in
+    # proportion to their weights (`PolicyInput.entity_weights`).
+    weighs_entities: bool = False
 
     @abstractmethod
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:

@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -21,6 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
+from shock.cluster.dashboard.metrics import metrics_registry, render
 from shock.cluster.dashboard.snapshot import Timeline, take_snapshot
 from shock.cluster.job_service import NotFoundError, PermissionError_, PreconditionError
 from shock.cluster.scheduler import ClusterScheduler
@@ -38,9 +40,13 @@ class Dashboard:
     scheduler: ClusterScheduler
     users: Users
     timeline: Timeline = field(default_factory=Timeline)
+    metrics: CollectorRegistry = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metrics = metrics_registry(self.scheduler)
 
     def sample(self) -> None:
-        self.timeline.add(take_snapshot(self.scheduler, self.users))
+        self.timeline.add(take_snapshot(self.scheduler))
 
     def caller(self, request: Request) -> User | None:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -63,8 +69,12 @@ def build_app(
 
     async def state(request: Request) -> Response:
         # Off the event loop: the scheduler's lock may be busy for a moment.
-        snapshot = await run_in_threadpool(take_snapshot, dashboard.scheduler, dashboard.users)
+        snapshot = await run_in_threadpool(take_snapshot, dashboard.scheduler)
         return JSONResponse(snapshot, headers=_NO_CACHE)
+
+    async def metrics(request: Request) -> Response:
+        body = await run_in_threadpool(render, dashboard.metrics)
+        return Response(body, media_type=CONTENT_TYPE_LATEST, headers=_NO_CACHE)
 
     async def timeline(request: Request) -> Response:
         return JSONResponse({"samples": dashboard.timeline.samples()}, headers=_NO_CACHE)
@@ -99,6 +109,7 @@ def build_app(
         Route("/", index),
         Route("/api/state", state),
         Route("/api/timeline", timeline),
+        Route("/metrics", metrics),
         Route("/api/login", login, methods=["POST"]),
         Route("/api/jobs/{job_id}/cancel", cancel, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),

@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from shock.cluster.scheduler import ClusterScheduler
-from shock.cluster.users import Users
 
 ACTIVE_STATES = ("queued", "running")
 TIMELINE_SAMPLES = 1800  # one every 2 s: the last hour
@@ -26,7 +25,7 @@ class Sample:
     running: int
 
 
-def take_snapshot(scheduler: ClusterScheduler, users: Users) -> dict[str, Any]:
+def take_snapshot(scheduler: ClusterScheduler) -> dict[str, Any]:
     """Workers and their GPUs, jobs, the current allocation and each user's share, as JSON."""
     round_index, plan = scheduler.allocation()
     with scheduler._lock:  # one consistent view; the scheduler's lock is re-entrant
@@ -73,7 +72,7 @@ def take_snapshot(scheduler: ClusterScheduler, users: Users) -> dict[str, Any]:
         "workers": workers,
         "jobs": [job for job in jobs if job["state"] in ACTIVE_STATES or job["id"] in shown],
         "allocation": allocation,
-        "shares": user_shares(jobs, users, total),
+        "shares": user_shares(scheduler),
         "totals": {
             "gpus": total,
             "gpus_busy": sum(1 for worker, _ in held if _alive(workers, worker)),
@@ -88,30 +87,10 @@ def _alive(workers: list[dict[str, Any]], worker_id: str) -> bool:
     return any(worker["id"] == worker_id and worker["alive"] for worker in workers)
 
 
-def user_shares(jobs: list[dict[str, Any]], users: Users, total_gpus: int) -> list[dict[str, Any]]:
-    """Each user's share of the GPUs now against their fair share: their weight over the
-    weights of the users with jobs queued or running (users without such jobs are owed
-    nothing). Without a users file the users are those of the jobs, each with weight 1."""
-    weights = {} if users.open_names else users.weights()
-    held: dict[str, int] = {}
-    active: set[str] = set()
-    for job in jobs:
-        weights.setdefault(job["user"], 1.0)
-        if job["state"] in ACTIVE_STATES:
-            active.add(job["user"])
-        if job["state"] == "running":
-            held[job["user"]] = held.get(job["user"], 0) + sum(len(p["gpus"]) for p in job["gpus"])
-    active_weight = sum(weights[name] for name in active)
-    return [
-        {
-            "user": name,
-            "weight": weight,
-            "gpus": held.get(name, 0),
-            "share": held.get(name, 0) / total_gpus if total_gpus else 0.0,
-            "fair_share": weight / active_weight if name in active else 0.0,
-        }
-        for name, weight in sorted(weights.items())
-    ]
+def user_shares(scheduler: ClusterScheduler) -> list[dict[str, Any]]:
+    """Each user's share of the GPUs now and of the GPU time over the last hour and since
+    the start, beside their weighted fair shares (`ClusterScheduler.user_shares`)."""
+    return [asdict(share) for share in scheduler.user_shares()]
 
 
 class Timeline:

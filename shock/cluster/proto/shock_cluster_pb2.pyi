@@ -403,10 +403,12 @@ class CancelJobReply(_message.Message):
     def __init__(self, job: _Optional[_Union[JobStatus, _Mapping]] = ...) -> None: ...
 
 class WatchJobRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "history_only")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_ONLY_FIELD_NUMBER: _ClassVar[int]
     job_id: int
-    def __init__(self, job_id: _Optional[int] = ...) -> None: ...
+    history_only: bool
+    def __init__(self, job_id: _Optional[int] = ..., history_only: _Optional[bool] = ...) -> None: ...
 
 class JobUpdate(_message.Message):
     __slots__ = ("job", "event", "time_unix")
@@ -431,3 +433,45 @@ class JobLogsReply(_message.Message):
     LOGS_FIELD_NUMBER: _ClassVar[int]
     logs: _containers.RepeatedCompositeFieldContainer[RunLog]
     def __init__(self, logs: _Optional[_Iterable[_Union[RunLog, _Mapping]]] = ...) -> None: ...
+
+class ListUsersRequest(_message.Message):
+    __slots__ = ("window_s",)
+    WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    window_s: float
+    def __init__(self, window_s: _Optional[float] = ...) -> None: ...
+
+class ShareWindow(_message.Message):
+    __slots__ = ("seconds", "gpu_seconds", "share", "fair_share")
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    FAIR_SHARE_FIELD_NUMBER: _ClassVar[int]
+    seconds: float
+    gpu_seconds: float
+    share: float
+    fair_share: float
+    def __init__(self, seconds: _Optional[float] = ..., gpu_seconds: _Optional[float] = ..., share: _Optional[float] = ..., fair_share: _Optional[float] = ...) -> None: ...
+
+class UserShare(_message.Message):
+    __slots__ = ("user", "weight", "gpus", "share", "fair_share", "recent", "since_start")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    FAIR_SHARE_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIELD_NUMBER: _ClassVar[int]
+    SINCE_START_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    weight: float
+    gpus: int
+    share: float
+    fair_share: float
+    recent: ShareWindow
+    since_start: ShareWindow
+    def __init__(self, user: _Optional[str] = ..., weight: _Optional[float] = ..., gpus: _Optional[int] = ..., share: _Optional[float] = ..., fair_share: _Optional[float] = ..., recent: _Optional[_Union[ShareWindow, _Mapping]] = ..., since_start: _Optional[_Union[ShareWindow, _Mapping]] = ...) -> None: ...
+
+class ListUsersReply(_message.Message):
+    __slots__ = ("users",)
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    users: _containers.RepeatedCompositeFieldContainer[UserShare]
+    def __init__(self, users: _Optional[_Iterable[_Union[UserShare, _Mapping]]] = ...) -> None: ...

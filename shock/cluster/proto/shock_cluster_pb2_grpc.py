@@ -310,6 +310,11 @@ class JobsStub:
                 request_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobLogsRequest.SerializeToString,
                 response_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobLogsReply.FromString,
                 _registered_method=True)
+        self.ListUsers = channel.unary_unary(
+                '/shock.cluster.v1.Jobs/ListUsers',
+                request_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.ListUsersRequest.SerializeToString,
+                response_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.ListUsersReply.FromString,
+                _registered_method=True)
 
 
 class JobsServicer:
@@ -349,6 +354,14 @@ class JobsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListUsers(self, request, context):
+        """Each user's share of the GPUs now and of the GPU time over a window and since the
+        start, beside their weighted fair shares.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -376,6 +389,11 @@ def add_JobsServicer_to_server(servicer, server):
                     servicer.JobLogs,
                     request_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobLogsRequest.FromString,
                     response_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobLogsReply.SerializeToString,
+            ),
+            'ListUsers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUsers,
+                    request_deserializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.ListUsersRequest.FromString,
+                    response_serializer=shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.ListUsersReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -514,6 +532,33 @@ class Jobs:
             '/shock.cluster.v1.Jobs/JobLogs',
             shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobLogsRequest.SerializeToString,
             shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.JobLogsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUsers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shock.cluster.v1.Jobs/ListUsers',
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.ListUsersRequest.SerializeToString,
+            shock_dot_cluster_dot_proto_dot_shock__cluster__pb2.ListUsersReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -115,6 +115,7 @@ def size_blind_fractions(capacity: np.ndarray, jobs: int) -> np.ndarray:
 
 class GandivaFair(Policy):
     name = "gandiva_fair"
+    weighs_entities = True
     description = "Gandiva-fair: weighted fair share per entity, then fast-for-slow GPU trading"
 
     def __init__(self, options: GandivaFairOptions | None = None) -> None:

@@ -60,6 +60,7 @@ class MaxMinFairnessWaterFilling(Policy):
     # Its objective over parts of the cluster (--partitions): the smallest part's floor.
     part_objectives = PartObjectives.MIN
     problem_class = ProblemClass.LP  # a sequence of LPs
+    weighs_entities = True
 
     def __init__(self, heterogeneity_aware: bool, packed: bool) -> None:
         self.heterogeneity_aware = heterogeneity_aware

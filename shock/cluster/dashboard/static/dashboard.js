@@ -39,8 +39,9 @@ function percent(fraction) {
   return `${(100 * fraction).toFixed(0)}%`;
 }
 
+// As `shock jobs` and `shock watch` name them: "worker-1 GPUs 0,1 + worker-2 GPU 0".
 function placement(gpus) {
-  return gpus.map((p) => `${p.worker}: ${p.gpus.join(",")}`).join("; ");
+  return gpus.map((p) => `${p.worker} ${p.gpus.length === 1 ? "GPU" : "GPUs"} ${p.gpus.join(",")}`).join(" + ");
 }
 
 function mayCancel(job) {
@@ -104,7 +105,10 @@ function drawShares(shares) {
     bar.children[1].style.left = percent(Math.min(1, s.fair_share));
     return el("tr", { "data-user": s.user },
       el("td", {}, s.user), el("td", {}, s.weight), el("td", {}, s.gpus),
-      el("td", {}, bar, el("span", { class: "bar-label" }, `${percent(s.share)} of GPUs; fair ${percent(s.fair_share)}`)));
+      el("td", {}, bar, el("span", { class: "bar-label" }, `${percent(s.share)} of GPUs; fair ${percent(s.fair_share)}`)),
+      el("td", {}, `${percent(s.recent.share)} (fair ${percent(s.recent.fair_share)})`),
+      el("td", {}, `${percent(s.since_start.share)} (fair ${percent(s.since_start.fair_share)})`),
+      el("td", {}, (s.since_start.gpu_seconds / 3600).toFixed(2)));
   }));
 }
 
