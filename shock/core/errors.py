@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shock.core.suggest import unknown_name_message
+
 
 class ShockError(Exception):
     """Base class for every error shock reports to a user."""
@@ -40,8 +42,11 @@ class UnknownPluginError(ShockError):
         self.kind = kind
         self.name = name
         self.valid = sorted(valid)
-        choices = ", ".join(self.valid) if self.valid else "(none installed)"
-        super().__init__(f"unknown {kind} '{name}'; valid {kind} names: {choices}")
+        if not self.valid:
+            super().__init__(f"unknown {kind} '{name}'; valid {kind} names: (none installed)")
+            return
+        listing = "`shock plugins`" if kind != "preset" else "`shock run --help`"
+        super().__init__(unknown_name_message(kind, name, self.valid, listing))
 
 
 class SolverError(ShockError):
