@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from shock.sweep.cells import Cell
-from shock.sweep.runner import FAILED, CellOutcome, plan_cells, run_sweep
+from shock.sweep.check import plan_checked_cells
+from shock.sweep.runner import FAILED, CellOutcome, run_sweep
 from shock.sweep.spec import load_spec
 
 
@@ -55,7 +56,7 @@ def sweep_command(
             return run_on_ray(cells, out_dir, target, parallel)
 
     spec = load_spec(spec_path)
-    cells = plan_cells(spec, out)
+    cells = plan_checked_cells(spec, out)
     total = len({cell.key for cell in cells})
     console = Console(emoji=False)
     progress = Progress(
@@ -85,8 +86,18 @@ def sweep_command(
         f"{summary.failed} failed; table in {out / 'runs.csv'}",
         highlight=False,
     )
-    failures = {o.key: o.error for o in summary.outcomes if o.status == FAILED}
-    for key, error in failures.items():
-        console.print(f"[red]failed[/] {key}: {escape(error)}", highlight=False, soft_wrap=True)
+    # The same error in many cells is printed once, with the cells it stopped.
+    failures: dict[str, list[str]] = {}
+    for outcome in summary.outcomes:
+        if outcome.status == FAILED and outcome.key not in failures.get(outcome.error, []):
+            failures.setdefault(outcome.error, []).append(outcome.key)
+    for error, keys in failures.items():
+        shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        console.print(
+            f"[red]failed[/] {len(keys)} cell{'s' if len(keys) > 1 else ''} ({shown}): "
+            f"{escape(error)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if failures:
         raise typer.Exit(1)

@@ -16,6 +16,7 @@ from shock.core.policy_options import parse_policy_options
 from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime, MechanismConfig, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
+from shock.core.suggest import did_you_mean
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import Trace, default_cluster_for, default_throughputs_for, read_trace
 from shock.engine.presets import get_preset, placement_for_preset
@@ -131,9 +132,11 @@ def build_request(
         )
     unknown = [w for w in cluster.worker_types if w not in table.worker_types]
     if unknown:
+        hints = [h for w in unknown if (h := did_you_mean(w, table.worker_types))]
         raise InputError(
-            f"worker type(s) {', '.join(unknown)} not in the throughput table "
-            f"(it has {', '.join(table.worker_types)})",
+            f"worker type(s) {', '.join(unknown)} not in the throughput table"
+            + (f"; {' '.join(hints)}" if hints else "")
+            + f" (it has {', '.join(table.worker_types)})",
             field="--cluster",
         )
 
