@@ -15,14 +15,15 @@ from matplotlib.figure import Figure
 from shock.core.errors import InputError
 from shock.results.compare import compare
 from shock.results.compare_tables import CompareTable, comparison_tables, sweep_axes
+from shock.results.figures.gantt import gantt, gantt_end_s
 from shock.results.figures.kinds import KINDS, load_runs
 from shock.results.figures.load import LOAD_AXES
-from shock.results.figures.style import PNG_DPI
 from shock.results.runs import RunView
 from shock.results.table import comparison_html, setup_table
 
 # Figures with many shapes are smaller as PNG than as SVG.
 PNG_ABOVE_JOBS = 400
+PNG_DPI = 110  # a page's figure is about as wide as the page; more only weighs it down
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -90,10 +91,12 @@ def report_figures(
             ("solve-time", "Allocation solve time per round"),
         ):
             figures.append(embed(name, KINDS[name].draw(with_timeline), caption))
+        # The Gantt charts, one per run, share one time axis so they read side by side.
+        until = max(gantt_end_s(run) for run in with_timeline)
         for run in with_timeline:
             assert run.timeline is not None
             png = len(run.timeline.jobs) > PNG_ABOVE_JOBS
-            figure = KINDS["gantt"].draw([run])
+            figure = gantt([run], until_s=until)
             figures.append(embed("gantt", figure, f"Jobs over time — {run.legend}", png=png))
     if sweeps:
         figure = KINDS["jct-vs-load"].draw(list(sweeps))

@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from shock.core.errors import InputError
-from shock.results.figures.style import new_figure
+from shock.results.figures.style import new_figure, place_legend
 from shock.results.runs import RunView
 
 # (metrics key, axis label)
@@ -69,7 +69,7 @@ def summary(runs: Sequence[RunView], baseline_name: str | None = None) -> Figure
         heights = np.nan_to_num(ratios[i], nan=0.0)
         bars = axes.bar(offsets, heights, width * 0.92, label=run.legend)
         labels = ["n/a" if np.isnan(r) else f"{r:.2f}" for r in ratios[i]]
-        axes.bar_label(bars, labels=labels, fontsize=7, padding=1)
+        axes.bar_label(bars, labels=labels, fontsize="x-small", padding=1)
     ticks = []
     for j, (key, name) in enumerate(SUMMARY_METRICS):
         reference = baseline.metrics.get(key)
@@ -80,5 +80,5 @@ def summary(runs: Sequence[RunView], baseline_name: str | None = None) -> Figure
     axes.set_title("Summary, normalised to the baseline")
     axes.set_ylim(0, max(1.2, float(np.nanmax(ratios, initial=1.0)) * 1.15))
     axes.grid(axis="y", alpha=0.3)
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    place_legend(axes)
     return figure
