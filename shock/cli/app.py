@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -31,7 +32,8 @@ from shock.cli.sweep_commands import sweep_command
 from shock.cli.synergy_commands import synergy_trace_command
 from shock.cli.trace_commands import trace_app
 from shock.cli.trace_import_commands import convert_command, import_command
-from shock.core.errors import ShockError
+from shock.cli.trace_list_commands import traces_command
+from shock.core.errors import ShockError, ShockWarning
 from shock.core.plugins import default_registry
 from shock.core.results import document_text
 from shock.engine.runner import DEFAULT_CLUSTER, DEFAULT_POLICY, RunOptions, parse_window, run
@@ -49,6 +51,7 @@ app.command("profile")(profile_command)
 app.command("serve")(serve_command)
 app.command("worker")(worker_command)
 app.command("clusters")(clusters_command)
+app.command("traces")(traces_command)
 app.command("submit")(submit_command)
 app.command("jobs")(jobs_command)
 app.command("cancel")(cancel_command)
@@ -251,7 +254,25 @@ def version_command() -> None:
     make_console().print(__version__)
 
 
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: object = None,
+    line: str | None = None,
+) -> None:
+    """shock's own warnings as one plain line on stderr; others as Python prints them."""
+    if issubclass(category, ShockWarning):
+        make_console(stderr=True).print(
+            f"[bold yellow]warning:[/] {escape(str(message))}", highlight=False, soft_wrap=True
+        )
+        return
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def main() -> None:
+    warnings.showwarning = _show_warning
     try:
         app()
     except ShockError as exc:

@@ -11,6 +11,11 @@ class ShockError(Exception):
     """Base class for every error shock reports to a user."""
 
 
+class ShockWarning(UserWarning):
+    """Something a user should know that does not stop the work (the CLI prints it as
+    `warning: ...` on stderr)."""
+
+
 class InputError(ShockError):
     """Bad input in a file: names the file, the line and the field."""
 

@@ -18,9 +18,9 @@ def close_names(name: str, known: Iterable[str], count: int = 3) -> list[str]:
     """The known names nearest to `name`, best first (none when nothing is close)."""
     choices = list(dict.fromkeys(known))
     found = difflib.get_close_matches(name, choices, n=count, cutoff=CUTOFF)
-    if not found:
-        # A name typed without its suffix or prefix ("fifo" for "fifo_perf", "synergy").
-        found = [c for c in choices if name and (c.startswith(name) or name in c)][:count]
+    if not found and len(name) >= 3:
+        # A name typed without its suffix or prefix ("synergy" for "synergy-128").
+        found = [c for c in choices if c.startswith(name) or name in c][:count]
     return found
 
 

@@ -6,10 +6,11 @@ Each distinct problem is reported once, with the grid values the failing cells s
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from shock.core.errors import ShockError
+from shock.core.errors import ShockError, ShockWarning
 from shock.core.plugins import PluginRegistry, default_registry
 from shock.core.trace import Trace, read_trace
 from shock.engine.runner import build_request, bundled_trace_path
@@ -95,6 +96,7 @@ def plan_checked_cells(spec: SweepSpec, out_dir: Path) -> list[Cell]:
     placeholder = Trace(jobs=(), source="<generated>", format="gavel")
     cells: list[Cell] = []
     problems: dict[str, list[CellSpec]] = {}
+    notices: dict[str, None] = {}  # each distinct warning once, in order
     specs = spec.cells()
     for cell_spec in specs:
         try:
@@ -104,7 +106,10 @@ def plan_checked_cells(spec: SweepSpec, out_dir: Path) -> list[Cell]:
                 trace = placeholder
             else:
                 trace = traces.get(str(cell_spec.run.get("trace") or bundled_trace_path()))
-            build_request(cell.run_options(), registry, trace)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ShockWarning)
+                build_request(cell.run_options(), registry, trace)
+            notices.update((str(w.message), None) for w in caught)
         except ShockError as exc:
             problems.setdefault(str(exc), []).append(cell_spec)
             continue
@@ -112,4 +117,6 @@ def plan_checked_cells(spec: SweepSpec, out_dir: Path) -> list[Cell]:
     if problems:
         found = [CellProblem(message, tuple(c)) for message, c in problems.items()]
         raise SweepCheckError(found, len(specs), list(spec.grid))
+    for notice in notices:
+        warnings.warn(ShockWarning(notice), stacklevel=2)
     return cells

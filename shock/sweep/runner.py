@@ -8,12 +8,13 @@ import json
 import multiprocessing
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shock.core.errors import ShockError
+from shock.core.errors import ShockError, ShockWarning
 from shock.sweep.cells import Cell, make_cell
 from shock.sweep.spec import GENERATE_OPTIONS, SweepSpec
 
@@ -108,9 +109,12 @@ def run_cell(cell: Cell, out_dir: Path) -> CellOutcome:
 
     started = time.perf_counter()
     try:
-        if cell.generated_trace is not None:
-            _generate_trace(cell)
-        result = run(cell.run_options())
+        with warnings.catch_warnings():
+            # The sweep's check told the user its warnings once, before any cell ran.
+            warnings.simplefilter("ignore", ShockWarning)
+            if cell.generated_trace is not None:
+                _generate_trace(cell)
+            result = run(cell.run_options())
         document = result.to_document()
         write_cell_document(out_dir, cell.key, document)
     except Exception as exc:  # a cell's failure is recorded, never fatal
