@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 
@@ -272,3 +274,50 @@ def test_a_missing_trace_is_named_before_any_cell_runs(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert f"{spec}, field 'trace': cannot read 'gone.trace'" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_resuming_reads_the_index_not_every_document(
+    grid: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    spec, done, _ = grid
+    out = tmp_path / "out"
+    shutil.copytree(done, out)  # sizes and modification times kept
+    index = (out / "cells" / "index.jsonl").read_text().splitlines()
+    assert len(index) == 8 and all(json.loads(line)["summary"]["metrics"] for line in index)
+    rows_before = _rows(out)
+    # Blank every document but keep its size and time: only a resume that trusts the index
+    # and reads no document can still find the cells done.
+    for document in (out / "cells").glob("*.json"):
+        stat = document.stat()
+        document.write_text(" " * stat.st_size)
+        os.utime(document, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    code, output = _sweep(spec, out, "--parallel", "1")
+    assert code == 0, output
+    assert "8 cells: 0 run, 8 done before, 0 failed" in output
+    assert _without_timing(_rows(out)) == _without_timing(rows_before)
+    # A document that changed since (another size) is read again, and run again if broken.
+    victim = sorted((out / "cells").glob("*.json"))[0]
+    victim.write_text("{")
+    code, output = _sweep(spec, out, "--parallel", "1")
+    assert code == 0, output
+    assert "8 cells: 1 run, 7 done before, 0 failed" in output
+
+
+def test_progress_lines_for_a_log(tmp_path: Path) -> None:
+    spec = _write(tmp_path / "spec.toml", f"""
+[base]
+cluster = "2:2:2"
+trace = "{bundled_trace_path('small_test.trace')}"
+[grid]
+policy = ["fifo_perf", "max_min_fairness_perf"]
+""")
+    result = run_shock("sweep", str(spec), "--out", str(tmp_path / "out"), "--parallel", "1",
+                       cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("sweep: ")]
+    assert len(lines) == 2
+    assert lines[0].startswith("sweep: 1/2 cells (0 failed), ")
+    assert lines[1].startswith("sweep: 2/2 cells (0 failed), ") and "done (" in lines[1]
+    assert "━" not in result.stdout + result.stderr  # no bar in a pipe
+    quiet = run_shock("sweep", str(spec), "--out", str(tmp_path / "out"), "--quiet", cwd=tmp_path)
+    assert "sweep: " not in quiet.stderr

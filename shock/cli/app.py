@@ -27,7 +27,12 @@ from shock.cli.job_commands import (
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.plot_commands import plot_command, report_command
 from shock.cli.profile_commands import profile_command
-from shock.cli.progress import ProgressObserver, wants_progress
+from shock.cli.progress import (
+    ProgressLines,
+    ProgressObserver,
+    wants_progress,
+    wants_progress_lines,
+)
 from shock.cli.sweep_commands import sweep_command
 from shock.cli.synergy_commands import synergy_trace_command
 from shock.cli.trace_commands import trace_app
@@ -218,9 +223,12 @@ def run_command(
     )
     console = make_console()
     json_to_stdout = json_path is not None and str(json_path) == "-"
-    observer = None
+    observer: ProgressObserver | ProgressLines | None = None
     if wants_progress(quiet, json_to_stdout):
         observer = ProgressObserver(make_console(stderr=True))
+    elif wants_progress_lines(quiet, json_to_stdout):
+        observer = ProgressLines(sys.stderr)
+    if observer is not None:
         registry.manager.register(observer)
     try:
         result = run(options, registry)
