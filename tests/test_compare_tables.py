@@ -143,3 +143,18 @@ def test_names_that_are_not_there_get_a_suggestion(sweep: Path) -> None:
         comparison_tables(compare([sweep]), by="rates")
     with pytest.raises(InputError, match="did you mean 'p99_jct_s'"):
         comparison_tables(compare([sweep]), ["p99_jct"])
+
+
+def test_the_docs_pandas_example_reads_the_sweep(sweep: Path) -> None:
+    pd = pytest.importorskip(
+        "pandas", reason="pandas is an optional extra: pip install 'shock[analysis]'"
+    )
+    pytest.importorskip("pyarrow", reason="pyarrow is an optional extra: shock[analysis]")
+    runs = pd.read_parquet(sweep / "runs.parquet")
+    table = runs.pivot_table(index="policy", columns="rate", values="avg_jct_s")
+    assert table.shape == (3, 4)
+    assert table.loc["fifo", 2] == pytest.approx(_mean(sweep, "fifo", "2", "avg_jct_s"))
+    # runs.csv names a metric that clashes with an option `metric.NAME` (docs/results.md).
+    columns = set(pd.read_csv(sweep / "runs.csv").columns)
+    assert {"cell", "policy", "rate", "seed", "jobs", "metric.jobs", "status", "error",
+            "wall_s", "unfinished_jobs"} <= columns
