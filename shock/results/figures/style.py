@@ -28,7 +28,12 @@ STYLES = ("screen", "paper")
 # as TrueType (type 42, what publishers ask for) rather than Type 3.
 _TEXT_AS_TEXT = {"svg.fonttype": "none", "pdf.fonttype": 42, "ps.fonttype": 42}
 STYLE_RC: dict[str, dict[str, object]] = {
-    "screen": {**_TEXT_AS_TEXT, "font.size": 10.0, "legend.fontsize": "small"},
+    "screen": {
+        **_TEXT_AS_TEXT,
+        "font.size": 10.0,
+        "legend.fontsize": "small",
+        "legend.title_fontsize": "small",
+    },
     # A column of a two-column paper: small serif type, no top and right spines.
     "paper": {
         **_TEXT_AS_TEXT,
@@ -39,6 +44,7 @@ STYLE_RC: dict[str, dict[str, object]] = {
         "axes.titlesize": "medium",
         "axes.labelsize": "medium",
         "legend.fontsize": "small",
+        "legend.title_fontsize": "small",
         "xtick.labelsize": "small",
         "ytick.labelsize": "small",
         "axes.spines.top": False,
