@@ -16,6 +16,7 @@ from pathlib import Path
 
 from shock.core.errors import InputError, ShockError
 from shock.core.results import Metrics
+from shock.core.suggest import did_you_mean
 from shock.results.document import load_result
 
 # Metrics a sweep's runs.csv may hold (a name clashing with an option has a "metric." prefix).
@@ -342,4 +343,10 @@ def _baseline_index(columns: Sequence[RunColumn], name: str | None) -> int:
         raise ShockError(
             f"--baseline {name}: several runs have that policy; name one of: {labels}"
         )
-    raise ShockError(f"--baseline {name}: no run has that label or policy; runs: {labels}")
+    names = [c.label for c in columns] + [c.policy for c in columns if c.policy]
+    hint = did_you_mean(name, names)
+    raise ShockError(
+        f"--baseline {name}: no run has that label or policy; "
+        + (f"{hint} " if hint else "")
+        + f"runs: {labels}"
+    )

@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from shock.core.errors import InputError
+from shock.core.suggest import did_you_mean
 from shock.results.figures.style import current_style, new_figure, place_legend
 from shock.results.runs import RunView
 
@@ -41,7 +42,11 @@ def pick_baseline(runs: Sequence[RunView], name: str | None) -> RunView:
     known = ", ".join(run.label for run in runs)
     if len(matching) > 1:
         raise InputError(f"baseline '{name}' names several runs' policy; use a file stem: {known}")
-    raise InputError(f"no run named '{name}' for --baseline; the runs: {known}")
+    hint = did_you_mean(name, [run.label for run in runs] + [run.policy for run in runs])
+    raise InputError(
+        f"no run named '{name}' for --baseline; " + (f"{hint} " if hint else "")
+        + f"the runs: {known}"
+    )
 
 
 def summary_ratios(runs: Sequence[RunView], baseline: RunView) -> np.ndarray:
