@@ -1,7 +1,8 @@
 """Regenerate the figures of docs/gallery.md from bundled traces: python docs/make_gallery.py
 
 Runs Shockwave's bundled 220-job trace under three policies and a small load sweep, then draws
-every `shock plot` kind into docs/images/ with the same commands a user would type."""
+every `shock plot` kind into docs/images/, and a paper-style set (PDF beside PNG) into
+docs/images/paper/, with the same commands a user would type."""
 
 from __future__ import annotations
 
@@ -13,10 +14,16 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 IMAGES = DOCS / "images"
-TRACE = "shock/data/traces/shockwave_220_multigpu_dynamic.trace"
+PAPER = IMAGES / "paper"
 RUN = [
-    "--preset", "shockwave", "--cluster", "64:0:0", "--trace", TRACE,
-    "--throughputs", "shock/data/shockwave_wisr_throughputs.json",
+    "--preset", "shockwave", "--cluster", "64:0:0", "--trace", "shockwave_220_multigpu_dynamic",
+    "--throughputs", "shockwave_wisr",
+]
+# The legends a paper would print.
+LABELS = [
+    "--label", "shockwave=Shockwave", "--label", "max_min_fairness=Gavel",
+    "--label", "fifo=FIFO", "--label", "fifo_perf=FIFO", "--label", "max_min_fairness_perf=Gavel",
+    "--label", "max_sum_throughput_perf=Max throughput",
 ]
 POLICIES = ("shockwave", "max_min_fairness", "fifo")
 SWEEP_SPEC = """\
@@ -70,6 +77,21 @@ def main() -> None:
                 print(f"skipped {kind}: this shock's results documents have no timeline")
                 continue
             shock("plot", kind, *inputs, "-o", str(IMAGES / f"{kind}.png"))
+
+        # The paper set: one column wide, serif type, legends below, PDF beside PNG.
+        PAPER.mkdir(exist_ok=True)
+        paper = {
+            "jct-cdf": [*all_runs, "--title", ""],
+            "summary": [*all_runs, "--baseline", "max_min_fairness", "--title", ""],
+            "jct-vs-load": [str(work / "load"), "--title", ""],
+            "p99-jct-vs-load": [str(work / "load"), "--metric", "p99_jct", "--title", ""],
+            "utilization": [str(gavel), "--title", "", "--size", "3.4,2.2"],
+        }
+        for name, inputs in paper.items():
+            kind = name.removeprefix("p99-")
+            for suffix in (".pdf", ".png"):
+                shock("plot", kind, *inputs, *LABELS, "--style", "paper",
+                      "-o", str(PAPER / f"{name}{suffix}"))
 
 
 if __name__ == "__main__":

@@ -359,7 +359,7 @@ def test_a_timeline_kind_on_a_document_without_one_says_so(real_run: Path, tmp_p
     ("args", "message"),
     [
         (["histogram", "{doc}"], "unknown figure kind 'histogram'; the kinds: jct-cdf, rho-cdf"),
-        (["jct-cdf", "{doc}", "-o", "{tmp}/f.jpg"], "use a .png or .svg file"),
+        (["jct-cdf", "{doc}", "-o", "{tmp}/f.jpg"], "use a .png, .svg or .pdf file"),
         (["jct-cdf", "{tmp}/missing.json"], "missing.json: no such file"),
         (["jct-cdf", "{tmp}/bad.json"], "bad.json: not JSON"),
         (["jct-cdf", "{tmp}/list.json"], "list.json: not a shock results document"),
@@ -367,7 +367,11 @@ def test_a_timeline_kind_on_a_document_without_one_says_so(real_run: Path, tmp_p
         (["jct-vs-load", "{doc}"], "reads sweep directories"),
         (["jct-vs-load", "{tmp}"], "no runs.csv here"),
         (["gantt", "{doc}", "{doc}"], "the gantt figure draws one run; got 2"),
-        (["jct-cdf", "{doc}", "--baseline", "x"], "--baseline applies to the summary figure"),
+        (["jct-cdf", "{doc}", "--label", "x"], "'x' is not NAME=TEXT"),
+        (["jct-cdf", "{doc}", "--size", "3"], "'3' is not W,H in inches"),
+        (["jct-cdf", "{doc}", "--style", "poster"], "'poster' is not a style"),
+        (["jct-vs-load", "{tmp}", "--metric", "p99"], "did you mean 'p99_jct'"),
+        (["jct-cdfs", "{doc}"], "did you mean 'jct-cdf'"),
     ],
 )
 def test_bad_inputs_get_a_clear_error(

@@ -12,7 +12,13 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from shock.cli.app import app
-from shock.cli.progress import ProgressObserver, interactive, wants_progress
+from shock.cli.progress import (
+    ProgressLines,
+    ProgressObserver,
+    interactive,
+    wants_progress,
+    wants_progress_lines,
+)
 from shock.core.plugins import default_registry
 from shock.engine.runner import RunOptions, run
 
@@ -104,3 +110,40 @@ def test_a_window_run_counts_only_its_windows_jobs() -> None:
     assert len(result.records) > 20  # jobs outside the window finished too
     task = observer._progress.tasks[0]
     assert task.total == task.completed == 20
+
+
+def test_a_log_gets_a_plain_line_per_tenth_of_the_jobs() -> None:
+    stream = io.StringIO()
+    observer = ProgressLines(stream, show_after_s=0.0)
+    registry = default_registry()
+    registry.manager.register(observer)
+    try:
+        jobs = run(RunOptions(cluster="4:4:4"), registry).metrics.jobs
+    finally:
+        registry.manager.unregister(observer)
+    lines = stream.getvalue().splitlines()
+    assert 5 <= len(lines) <= 10 and observer.lines == len(lines)
+    assert all(line.startswith("max_min_fairness_perf on simulator: ") for line in lines)
+    assert f"{jobs}/{jobs} jobs done (100%)" in lines[-1]
+    done = [int(line.split(": ")[1].split("/")[0]) for line in lines]
+    assert done == sorted(done) and "\x1b" not in stream.getvalue()  # plain text
+
+
+def test_a_quick_run_logs_nothing() -> None:
+    stream = io.StringIO()
+    observer = ProgressLines(stream, show_after_s=3600.0)
+    _observed_run(observer)  # type: ignore[arg-type]
+    assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("stdout_tty", "stderr_tty", "quiet", "expected"),
+    [(True, True, False, False), (False, False, False, True), (False, False, True, False)],
+)
+def test_lines_where_there_is_no_bar(
+    monkeypatch: pytest.MonkeyPatch, stdout_tty: bool, stderr_tty: bool, quiet: bool,
+    expected: bool,
+) -> None:
+    monkeypatch.setattr(sys, "stdout", _Stream(stdout_tty))
+    monkeypatch.setattr(sys, "stderr", _Stream(stderr_tty))
+    assert wants_progress_lines(quiet) is expected

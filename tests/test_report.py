@@ -122,22 +122,32 @@ def test_the_page_holds_the_table_and_every_figure_inline(report: Path, inputs: 
     assert outline.figure_kinds == EXPECTED_KINDS
     assert all(src.startswith("data:image/") for src in outline.image_sources)
     assert len(outline.image_sources) == len(EXPECTED_KINDS)
-    assert len(outline.tables) == 2
-    # `shock compare`'s table: a row per metric, a column per run and per sweep group.
+    # `shock compare`'s table: a row per metric, a column per run and per sweep group, in
+    # parts of at most four runs so a narrow page wraps it; then the sweep pivoted by its
+    # load axis, one table per headline metric; then how each run was made.
+    assert len(outline.tables) == 2 + 5 + 1
     header, *rows = outline.tables[0]
-    assert header == [
-        "metric", "fifo (baseline)", "las", "old",
-        "fifo_perf · 1.0", "fifo_perf · 3.0",
-        "max_min_fairness_perf · 1.0", "max_min_fairness_perf · 3.0",
+    assert header == ["metric", "fifo (baseline)", "las", "old", "fifo_perf · 1"]
+    assert outline.tables[1][0] == [
+        "metric", "fifo_perf · 3", "max_min_fairness_perf · 1", "max_min_fairness_perf · 3",
     ]
+    assert [row[0] for row in outline.tables[1][1:]] == [row[0] for row in rows]
     by_metric = {row[0]: row[1:] for row in rows}
     # Ratios to the first run.
     runs = [load_run(p) for p in inputs[:3]]
     ratio = runs[1].metrics["avg_jct_s"] / runs[0].metrics["avg_jct_s"]  # type: ignore[operator]
-    jct = by_metric["average JCT"]
+    jct = by_metric["average JCT (h)"]
     assert ratio != 1 and jct[1].endswith(f"×{ratio:.2f}") and "×" not in jct[0]
+    # One unit per row: hours for every run's average JCT, the spread too.
+    hours = runs[0].metrics["avg_jct_s"] / 3600  # type: ignore[operator]
+    assert jct[0] == f"{hours:,.2f}"
     assert by_metric["jobs measured"][:3] == ["96", "96", "20"]
-    setup_header, *setups = outline.tables[1]
+    pivot_header, *pivot_rows = outline.tables[2]
+    assert pivot_header == ["rate", "fifo_perf", "max_min_fairness_perf"]
+    assert [row[0] for row in pivot_rows] == ["1", "3"]
+    # Each rate's policies against fifo_perf at that rate.
+    assert all("×" not in row[1] and "×" in row[2] for row in pivot_rows)
+    setup_header, *setups = outline.tables[-1]
     assert setup_header[:3] == ["run", "policy", "backend"]
     assert setups[2][1:4] == ["max_min_fairness_perf", "simulator", "highs"]
 
@@ -157,7 +167,7 @@ def test_a_baseline_changes_what_the_ratios_are_to(inputs: list[Path]) -> None:
     outline.feed(build_report(inputs[:2], baseline_name="las"))
     header, *rows = outline.tables[0]
     assert header == ["metric", "fifo", "las (baseline)"]
-    jct = next(row for row in rows if row[0] == "average JCT")
+    jct = next(row for row in rows if row[0] == "average JCT (h)")
     assert "×" in jct[1] and "×" not in jct[2]
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from shock.core.throughputs import default_throughputs
 from shock.core.trace import write_trace
 from shock.engine.runner import RunOptions, bundled_trace_path, run
 from shock.sweep.cells import make_cell
+from shock.sweep.runner import plan_cells, run_sweep
 from shock.sweep.spec import load_spec
 from shock.traces.generator import WorkloadConfig, generate_jobs
 
@@ -160,18 +163,23 @@ policy = ["fifo_perf", "max_min_fairness_perf"]
     assert "metrics" in json.loads(first.read_text())
 
 
-def test_failed_cells_are_recorded_and_retried(tmp_path: Path) -> None:
-    spec = _write(tmp_path / "spec.toml", f"""
+FAILING_SPEC = """
 [base]
-trace = "{bundled_trace_path('small_test.trace')}"
+trace = "{trace}"
 [grid]
 policy = ["fifo_perf", "no_such_policy"]
 cluster = ["2:2:2", "a100=4"]
-""")
+"""
+
+
+def test_failed_cells_are_recorded_and_retried(tmp_path: Path) -> None:
+    # The CLI refuses such a sweep before it runs (below); the runner itself records the
+    # cells that fail and runs them again next time.
+    text = FAILING_SPEC.format(trace=bundled_trace_path("small_test.trace"))
+    spec = load_spec(_write(tmp_path / "spec.toml", text))
     out = tmp_path / "out"
-    code, output = _sweep(spec, out, "--parallel", "2")
-    assert code == 1
-    assert "4 cells: 4 run, 0 done before, 3 failed" in output
+    summary = run_sweep(spec, plan_cells(spec, out), out, 2)
+    assert (summary.ran, summary.skipped, summary.failed) == (4, 0, 3)
     rows = {(r["policy"], r["cluster"]): r for r in _rows(out)}
     assert rows[("fifo_perf", "2:2:2")]["status"] == "done"
     assert rows[("fifo_perf", "2:2:2")]["avg_jct_s"] != ""
@@ -181,9 +189,41 @@ cluster = ["2:2:2", "a100=4"]
         assert rows[key]["status"] == "failed"
         assert rows[key]["avg_jct_s"] == ""
     assert len(list((out / "cells").glob("*.json"))) == 1
-    code, output = _sweep(spec, out, "--parallel", "2")
-    assert code == 1
-    assert "4 cells: 3 run, 1 done before, 3 failed" in output
+    summary = run_sweep(spec, plan_cells(spec, out), out, 2)
+    assert (summary.ran, summary.skipped, summary.failed) == (3, 1, 3)
+
+
+def test_every_cell_is_checked_before_the_first_runs(tmp_path: Path) -> None:
+    spec = _write(tmp_path / "spec.toml", """
+[base]
+preset = "gavel"
+[generate]
+jobs = 4
+[grid]
+policy = ["fifo", "fiffo", "max_min_fairness_perf"]
+cluster = ["1:1:1", "v100=2,p10=1", "synergy-12"]
+seed = [0, 1]
+""")
+    out = tmp_path / "out"
+    result = run_shock("sweep", str(spec), "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert not out.exists()  # nothing ran, nothing was written
+    lines = result.stderr.splitlines()
+    assert lines[0] == "error: 14 of 18 cells cannot run, so none was run:"
+    # Each distinct error once, with the grid values of the cells it stops.
+    assert len(lines) == 4
+    assert any(
+        line.startswith("  6 cells (policy=fiffo): unknown policy 'fiffo'; did you mean 'fifo'?")
+        for line in lines
+    )
+    assert any("4 cells (cluster=v100=2,p10=1)" in ln and "mean 'p100'" in ln for ln in lines)
+    assert any("4 cells (cluster=synergy-12)" in ln and "'synergy-128'" in ln for ln in lines)
+
+
+def test_a_misspelled_spec_option_gets_a_suggestion(tmp_path: Path) -> None:
+    path = _write(tmp_path / "spec.toml", "[grid]\npolcy = ['fifo']\n")
+    with pytest.raises(InputError, match="unknown option; did you mean 'policy'"):
+        load_spec(path)
 
 
 def test_keys_follow_options_trace_content_and_not_the_output_place(tmp_path: Path) -> None:
@@ -234,3 +274,50 @@ def test_a_missing_trace_is_named_before_any_cell_runs(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert f"{spec}, field 'trace': cannot read 'gone.trace'" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_resuming_reads_the_index_not_every_document(
+    grid: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    spec, done, _ = grid
+    out = tmp_path / "out"
+    shutil.copytree(done, out)  # sizes and modification times kept
+    index = (out / "cells" / "index.jsonl").read_text().splitlines()
+    assert len(index) == 8 and all(json.loads(line)["summary"]["metrics"] for line in index)
+    rows_before = _rows(out)
+    # Blank every document but keep its size and time: only a resume that trusts the index
+    # and reads no document can still find the cells done.
+    for document in (out / "cells").glob("*.json"):
+        stat = document.stat()
+        document.write_text(" " * stat.st_size)
+        os.utime(document, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    code, output = _sweep(spec, out, "--parallel", "1")
+    assert code == 0, output
+    assert "8 cells: 0 run, 8 done before, 0 failed" in output
+    assert _without_timing(_rows(out)) == _without_timing(rows_before)
+    # A document that changed since (another size) is read again, and run again if broken.
+    victim = sorted((out / "cells").glob("*.json"))[0]
+    victim.write_text("{")
+    code, output = _sweep(spec, out, "--parallel", "1")
+    assert code == 0, output
+    assert "8 cells: 1 run, 7 done before, 0 failed" in output
+
+
+def test_progress_lines_for_a_log(tmp_path: Path) -> None:
+    spec = _write(tmp_path / "spec.toml", f"""
+[base]
+cluster = "2:2:2"
+trace = "{bundled_trace_path('small_test.trace')}"
+[grid]
+policy = ["fifo_perf", "max_min_fairness_perf"]
+""")
+    result = run_shock("sweep", str(spec), "--out", str(tmp_path / "out"), "--parallel", "1",
+                       cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("sweep: ")]
+    assert len(lines) == 2
+    assert lines[0].startswith("sweep: 1/2 cells (0 failed), ")
+    assert lines[1].startswith("sweep: 2/2 cells (0 failed), ") and "done (" in lines[1]
+    assert "━" not in result.stdout + result.stderr  # no bar in a pipe
+    quiet = run_shock("sweep", str(spec), "--out", str(tmp_path / "out"), "--quiet", cwd=tmp_path)
+    assert "sweep: " not in quiet.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -27,12 +28,18 @@ from shock.cli.job_commands import (
 from shock.cli.output import plugins_table, print_run_header, summary_table
 from shock.cli.plot_commands import plot_command, report_command
 from shock.cli.profile_commands import profile_command
-from shock.cli.progress import ProgressObserver, wants_progress
+from shock.cli.progress import (
+    ProgressLines,
+    ProgressObserver,
+    wants_progress,
+    wants_progress_lines,
+)
 from shock.cli.sweep_commands import sweep_command
 from shock.cli.synergy_commands import synergy_trace_command
 from shock.cli.trace_commands import trace_app
 from shock.cli.trace_import_commands import convert_command, import_command
-from shock.core.errors import ShockError
+from shock.cli.trace_list_commands import traces_command
+from shock.core.errors import ShockError, ShockWarning
 from shock.core.plugins import default_registry
 from shock.core.results import document_text
 from shock.engine.runner import DEFAULT_CLUSTER, DEFAULT_POLICY, RunOptions, parse_window, run
@@ -50,6 +57,7 @@ app.command("profile")(profile_command)
 app.command("serve")(serve_command)
 app.command("worker")(worker_command)
 app.command("clusters")(clusters_command)
+app.command("traces")(traces_command)
 app.command("submit")(submit_command)
 app.command("jobs")(jobs_command)
 app.command("cancel")(cancel_command)
@@ -222,9 +230,12 @@ def run_command(
     )
     console = make_console()
     json_to_stdout = json_path is not None and str(json_path) == "-"
-    observer = None
+    observer: ProgressObserver | ProgressLines | None = None
     if wants_progress(quiet, json_to_stdout):
         observer = ProgressObserver(make_console(stderr=True))
+    elif wants_progress_lines(quiet, json_to_stdout):
+        observer = ProgressLines(sys.stderr)
+    if observer is not None:
         registry.manager.register(observer)
     try:
         result = run(options, registry)
@@ -258,7 +269,25 @@ def version_command() -> None:
     make_console().print(__version__)
 
 
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: object = None,
+    line: str | None = None,
+) -> None:
+    """shock's own warnings as one plain line on stderr; others as Python prints them."""
+    if issubclass(category, ShockWarning):
+        make_console(stderr=True).print(
+            f"[bold yellow]warning:[/] {escape(str(message))}", highlight=False, soft_wrap=True
+        )
+        return
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def main() -> None:
+    warnings.showwarning = _show_warning
     try:
         app()
     except ShockError as exc:

@@ -8,24 +8,22 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from shock.cli.output import duration
-from shock.results.compare import (
-    DEFAULT_AVERAGED,
-    METRIC_LABELS,
-    SHARE_METRICS,
-    Comparison,
-    MetricValue,
-    compare,
+from shock.core.errors import InputError
+from shock.results.compare import DEFAULT_AVERAGED, compare
+from shock.results.compare_tables import CompareTable, comparison_tables, select_metrics
+from shock.results.table_formats import (
+    latex,
+    markdown,
+    row_label,
+    split_to_width,
+    table_width,
+    tidy_csv,
 )
-
-_HIGHER_IS_BETTER = {"utilization", "lease_extension_share"}
-# Counts of what happened, neither better nor worse when higher.
-_NEUTRAL = {"jobs", "rounds", "allocations"}
-# A ratio this close to 1 is shown without colour.
-_SAME = 0.01
 
 
 def compare_command(
@@ -40,85 +38,119 @@ def compare_command(
     baseline: Annotated[
         str | None,
         typer.Option(
-            help="The run the others are divided by: a label (file stem, sweep group) or a "
-            "policy name. Default: the first run."
+            help="What the others are divided by: a label (file stem, sweep group) or a "
+            "policy. A policy of a sweep is the baseline of each group at the same values of "
+            "the other axes (the same rate, the same cluster). Default: the first run."
         ),
     ] = None,
     average_over: Annotated[
         list[str] | None,
         typer.Option(
             help="Sweep axes averaged over (repeatable); the other axes that vary make the "
-            "columns. Default: seed."
+            "groups. Default: seed."
         ),
     ] = None,
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            help="The metrics to show, comma-separated (e.g. avg_jct_s,p99_jct_s). Default: "
+            "all; with --by: average and p99 JCT, makespan, worst ρ, utilisation."
+        ),
+    ] = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            metavar="AXIS",
+            help="Pivot a sweep by one axis: a table per metric, a row per value of AXIS "
+            "(e.g. rate) and a column per value of the other axes (e.g. policy).",
+        ),
+    ] = None,
+    csv_out: Annotated[
+        bool, typer.Option("--csv", help="Print a tidy CSV of the raw numbers instead.")
+    ] = False,
+    markdown_out: Annotated[
+        bool, typer.Option("--markdown", help="Print the tables as Markdown instead.")
+    ] = False,
+    latex_out: Annotated[
+        bool, typer.Option("--latex", help="Print the tables as LaTeX (booktabs) instead.")
+    ] = False,
     json_path: Annotated[
         Path | None,
         typer.Option("--json", help="Write the comparison as JSON here ('-': stdout, no table)."),
     ] = None,
 ) -> None:
-    """Compare runs: a column per run, every metric with its ratio to the baseline."""
-    comparison = compare(results, baseline, tuple(average_over or DEFAULT_AVERAGED))
+    """Compare runs: every metric with its ratio to the baseline, as tables that fit the
+    terminal, or as CSV, Markdown or LaTeX for a paper."""
+    if csv_out + markdown_out + latex_out + (str(json_path) == "-") > 1:
+        raise InputError("choose one of --csv, --markdown, --latex and --json -")
+    averaged = tuple(average_over or DEFAULT_AVERAGED)
+    if by is not None and baseline is None:
+        # A pivot compares policies within each row: the first policy is each row's baseline.
+        baseline = compare(results, None, averaged).columns[0].axes.get("policy")
+    comparison = compare(results, baseline, averaged)
+    wanted = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+    tables = comparison_tables(comparison, wanted, by)
     document = json.dumps(comparison.to_json(), indent=2, allow_nan=False) + "\n"
     if json_path is not None and str(json_path) == "-":
         sys.stdout.write(document)
         return
-    console = Console(emoji=False)
-    console.print(comparison_table(comparison))
+    if csv_out:
+        sys.stdout.write(tidy_csv(comparison, select_metrics(comparison, wanted, by is not None)))
+    elif markdown_out:
+        sys.stdout.write(markdown(tables))
+    elif latex_out:
+        sys.stdout.write(latex(tables))
+    else:
+        print_tables(Console(emoji=False), tables)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(document)
-        console.print(f"comparison written to {json_path}")
+        Console(emoji=False, stderr=True).print(f"comparison written to {json_path}")
 
 
-def comparison_table(comparison: Comparison) -> Table:
-    base = comparison.columns[comparison.baseline]
-    table = Table(title=f"shock compare · ratios to {base.label}")
-    table.add_column("metric", style="bold")
-    for index, column in enumerate(comparison.columns):
-        header = column.label + (" (baseline)" if index == comparison.baseline else "")
-        if column.runs > 1:
-            header += f"\n[dim]mean ± sd of {column.runs}[/]"
-        table.add_column(header, justify="right")
-    for name in comparison.metric_names:
+def print_tables(console: Console, tables: list[CompareTable]) -> None:
+    """Each table in parts that fit the terminal, and how to see it whole when split."""
+    width = console.width
+    widest = 0
+    for table in tables:
+        parts = split_to_width(table, width)
+        for number, part in enumerate(parts, start=1):
+            suffix = f" (part {number} of {len(parts)})" if len(parts) > 1 else ""
+            console.print(rich_table(part, suffix))
+        console.print(Text(table.note, style="dim"))
+        if len(parts) > 1:
+            widest = max(widest, table_width(table))
+    if widest:
+        console.print(
+            Text(
+                f"Tables were split to fit {width} columns; to see them whole, widen the "
+                f"terminal to {widest} columns (or COLUMNS={widest}), pivot a sweep with "
+                "--by AXIS, pick rows with --metrics, or export with --csv/--markdown.",
+                style="dim",
+            )
+        )
+
+
+def rich_table(table: CompareTable, suffix: str = "") -> Table:
+    out = Table(
+        title=table.title + suffix,
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+        show_edge=False,
+    )
+    out.add_column(table.corner, style="bold", no_wrap=True)
+    for header in table.headers:
+        out.add_column(header, justify="right", no_wrap=True)
+    for row in table.rows:
         cells = []
-        for index, column in enumerate(comparison.columns):
-            value = column.metrics.get(name)
-            if value is None:
-                cells.append("[dim]–[/]")
-                continue
-            text = _value_text(name, value)
-            ratio = comparison.ratio(column, name)
-            if index != comparison.baseline and ratio is not None:
-                text += f"  {_ratio_text(name, ratio)}"
+        for cell in row.cells:
+            text = Text(cell.value or "–", style="" if cell.value else "dim")
+            if cell.ratio_text:
+                style = {True: "green", False: "red", None: "dim"}[cell.better]
+                text.append("  ").append(cell.ratio_text, style=style)
             cells.append(text)
-        table.add_row(METRIC_LABELS.get(name, name), *cells)
-    return table
+        out.add_row(row_label(row), *cells)
+    return out
 
-
-def _value_text(name: str, value: MetricValue) -> str:
-    text = _format(name, value.mean)
-    if value.stdev is not None:
-        text += f" ± {_format(name, value.stdev, spread=True)}"
-    return text
-
-
-def _format(name: str, value: float, spread: bool = False) -> str:
-    if name in SHARE_METRICS:
-        return f"{value:.1%}"
-    if name in ("wall_s", "solver_seconds"):
-        return f"{value:.2f} s"
-    if name.endswith("_s"):
-        return duration(value)
-    if name == "worst_ftf_rho":
-        return f"{value:.2f}"
-    if value == int(value) and not spread:
-        return f"{int(value):,}"
-    return f"{value:,.1f}"
-
-
-def _ratio_text(name: str, ratio: float) -> str:
-    text = f"×{ratio:.2f}"
-    if name in _NEUTRAL or abs(ratio - 1) < _SAME:
-        return f"[dim]{text}[/]"
-    better = ratio > 1 if name in _HIGHER_IS_BETTER else ratio < 1
-    return f"[green]{text}[/]" if better else f"[red]{text}[/]"

@@ -111,3 +111,57 @@ class ProgressObserver:
         if now - self._updated_at >= _UPDATE_EVERY_S:
             self._updated_at = now
             self._progress.update(self._task, sim_hours=self._sim_time / 3600)
+
+
+# Plain progress lines: one each time this share more of the jobs has finished.
+LINE_EVERY = 0.1
+
+
+def wants_progress_lines(quiet: bool, json_to_stdout: bool = False) -> bool:
+    """Plain lines on stderr where there is no bar: a log file, a pipe, a batch job."""
+    return not quiet and not wants_progress(quiet, json_to_stdout)
+
+
+class ProgressLines:
+    """Progress for a log: a line on the stream per 10% of the jobs done, once the run has
+    lasted `show_after_s` (a quick run prints nothing); never changes a decision."""
+
+    def __init__(self, stream: TextIO, show_after_s: float = SHOW_AFTER_S) -> None:
+        self._stream = stream
+        self._show_after_s = show_after_s
+        self._started_at = 0.0
+        self._label = "run"
+        self._total = 0
+        self._done = 0
+        self._next_share = LINE_EVERY
+        self._window: tuple[int, int] | None = None
+        self.lines = 0
+
+    @hookimpl
+    def run_started(self, event: RunStarted) -> None:
+        self._started_at = time.monotonic()
+        self._label = f"{event.policy} on {event.backend}"
+        self._total = event.total_jobs
+        self._window = event.window
+
+    @hookimpl
+    def job_finished(self, event: JobFinished) -> None:
+        window = self._window
+        if window is not None and not window[0] <= event.job_id < window[1]:
+            return
+        self._done += 1
+        if self._total <= 0 or self._done / self._total < self._next_share - 1e-9:
+            return
+        share = self._done / self._total
+        # Every step passed, so the next line comes at the next 10% however jobs bunch up.
+        while self._next_share <= share + 1e-9:
+            self._next_share += LINE_EVERY
+        elapsed = time.monotonic() - self._started_at
+        if elapsed < self._show_after_s:
+            return
+        self._stream.write(
+            f"{self._label}: {self._done}/{self._total} jobs done ({share:.0%}), simulated "
+            f"{event.time / 3600:,.2f} h, {elapsed:,.0f} s elapsed\n"
+        )
+        self._stream.flush()
+        self.lines += 1

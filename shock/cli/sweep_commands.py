@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
@@ -12,9 +14,22 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from shock.cli.progress import interactive
 from shock.sweep.cells import Cell
-from shock.sweep.runner import FAILED, CellOutcome, plan_cells, run_sweep
+from shock.sweep.check import plan_checked_cells
+from shock.sweep.runner import FAILED, CellOutcome, run_sweep
 from shock.sweep.spec import load_spec
+
+
+def progress_line(
+    outcome: CellOutcome, seen: int, total: int, failed: int, elapsed_s: float
+) -> str:
+    """One cell's line for a log: how far the sweep is, and how this cell went."""
+    how = "failed" if outcome.status == FAILED else f"done ({outcome.wall_s:.1f} s to run)"
+    return (
+        f"sweep: {seen}/{total} cells ({failed} failed), {elapsed_s:,.0f} s elapsed; "
+        f"cell {outcome.key} {how}\n"
+    )
 
 
 def sweep_command(
@@ -55,7 +70,7 @@ def sweep_command(
             return run_on_ray(cells, out_dir, target, parallel)
 
     spec = load_spec(spec_path)
-    cells = plan_cells(spec, out)
+    cells = plan_checked_cells(spec, out)
     total = len({cell.key for cell in cells})
     console = Console(emoji=False)
     progress = Progress(
@@ -66,15 +81,22 @@ def sweep_command(
         TimeElapsedColumn(),
         console=console,
         transient=True,
-        disable=quiet,
+        disable=quiet or not interactive(sys.stdout),
     )
+    # In a log or a pipe: a plain line per cell on stderr instead of the bar.
+    lines = not quiet and not interactive(sys.stdout)
     task = progress.add_task("sweep", total=total, failed=0, left=total)
     counts = {"seen": 0, "failed": 0}
+    started = time.monotonic()
 
     def advance(outcome: CellOutcome) -> None:
         counts["seen"] += 1
         counts["failed"] += outcome.status == FAILED
         progress.update(task, advance=1, failed=counts["failed"], left=total - counts["seen"])
+        if lines:
+            sys.stderr.write(progress_line(outcome, counts["seen"], total, counts["failed"],
+                                           time.monotonic() - started))
+            sys.stderr.flush()
 
     with progress:
         summary = run_sweep(
@@ -85,8 +107,18 @@ def sweep_command(
         f"{summary.failed} failed; table in {out / 'runs.csv'}",
         highlight=False,
     )
-    failures = {o.key: o.error for o in summary.outcomes if o.status == FAILED}
-    for key, error in failures.items():
-        console.print(f"[red]failed[/] {key}: {escape(error)}", highlight=False, soft_wrap=True)
+    # The same error in many cells is printed once, with the cells it stopped.
+    failures: dict[str, list[str]] = {}
+    for outcome in summary.outcomes:
+        if outcome.status == FAILED and outcome.key not in failures.get(outcome.error, []):
+            failures.setdefault(outcome.error, []).append(outcome.key)
+    for error, keys in failures.items():
+        shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        console.print(
+            f"[red]failed[/] {len(keys)} cell{'s' if len(keys) > 1 else ''} ({shown}): "
+            f"{escape(error)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if failures:
         raise typer.Exit(1)

@@ -28,6 +28,7 @@ from pathlib import Path
 from shock.core.cluster_spec import parse_cluster
 from shock.core.errors import InputError
 from shock.core.model import Cluster, Server
+from shock.core.suggest import did_you_mean
 
 _SERVER_KEYS = {"count", "gpu_type", "gpus", "cpus", "memory_gb", "storage_mbps"}
 _TOP_KEYS = {"name", "description", "servers"}
@@ -68,9 +69,11 @@ def cluster_from_option(text: str, gpus_per_server: int | dict[str, int] = 1) ->
     if stripped.endswith(".toml") or Path(stripped).is_file():
         return load_cluster_file(stripped)
     if stripped and "=" not in stripped and ":" not in stripped:
+        hint = did_you_mean(stripped, bundled)
         raise InputError(
-            f"'{stripped}' is no bundled cluster ({', '.join(sorted(bundled))}), cluster file "
-            "(.toml) nor GPU counts (V100:P100:K80 or v100=32,p100=4)",
+            f"'{stripped}' is no bundled cluster" + (f"; {hint}" if hint else "")
+            + f" (bundled: {', '.join(sorted(bundled))}), cluster file (.toml) nor GPU "
+            "counts (V100:P100:K80 or v100=32,p100=4)",
             field="--cluster",
         )
     return parse_cluster(text, gpus_per_server)

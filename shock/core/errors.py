@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
+
+from shock.core.suggest import unknown_name_message
 
 
 class ShockError(Exception):
     """Base class for every error shock reports to a user."""
+
+
+class ShockWarning(UserWarning):
+    """Something a user should know that does not stop the work (the CLI prints it as
+    `warning: ...` on stderr)."""
 
 
 class InputError(ShockError):
@@ -41,10 +47,11 @@ class UnknownPluginError(ShockError):
         self.kind = kind
         self.name = name
         self.valid = sorted(valid)
-        choices = ", ".join(self.valid) if self.valid else "(none installed)"
-        close = difflib.get_close_matches(name, self.valid, n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        super().__init__(f"unknown {kind} '{name}'; {hint}valid {kind} names: {choices}")
+        if not self.valid:
+            super().__init__(f"unknown {kind} '{name}'; valid {kind} names: (none installed)")
+            return
+        listing = "`shock plugins`" if kind != "preset" else "`shock run --help`"
+        super().__init__(unknown_name_message(kind, name, self.valid, listing))
 
 
 class SolverError(ShockError):

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from shock.core.errors import InputError
+from shock.core.suggest import did_you_mean
 
 T = TypeVar("T")
 _FIELD = "--policy-option"
@@ -46,8 +47,11 @@ def typed_options(defaults: T, values: Mapping[str, str], policy: str) -> T:
         name = fields.get(key)
         if name is None:
             known = ", ".join(sorted(fields))
+            hint = did_you_mean(key, fields)
             raise InputError(
-                f"policy '{policy}' has no option '{key}' (its options: {known})", field=_FIELD
+                f"policy '{policy}' has no option '{key}'" + (f"; {hint}" if hint else "")
+                + f" (its options: {known})",
+                field=_FIELD,
             )
         changes[name] = _convert(text, hints[name], f"{_FIELD} {key}")
     try:

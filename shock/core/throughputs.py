@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from shock.core.bundled import resolve_throughputs
 from shock.core.errors import InputError
 
 JobKey = tuple[str, int]
@@ -113,7 +114,8 @@ def format_job_key(key: JobKey) -> str:
 
 
 def load_throughputs(path: str | Path) -> ThroughputTable:
-    path = Path(path)
+    """A throughput table from a JSON file, or a bundled one by name (gavel, shockwave_wisr)."""
+    path = resolve_throughputs(path)
     try:
         text = path.read_text()
     except OSError as exc:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from shock.core.bundled import resolve_trace
 from shock.core.errors import InputError
 from shock.core.model import JobSpec
 
@@ -76,8 +77,9 @@ def default_cluster_for(trace: Trace, registry: PluginRegistry) -> str | None:
 
 
 def read_trace(path: str | Path, registry: PluginRegistry, format_name: str | None = None) -> Trace:
-    """Read a trace, detecting its format from the first job line unless one is named."""
-    path = Path(path)
+    """Read a trace (a file, or a bundled trace by name), detecting its format from the first
+    job line unless one is named."""
+    path = resolve_trace(path)
     if format_name is not None:
         fmt: TraceFormat = registry.get("trace format", format_name)
         return fmt.read(path)
@@ -88,9 +90,20 @@ def read_trace(path: str | Path, registry: PluginRegistry, format_name: str | No
     names = ", ".join(registry.names("trace format"))
     raise InputError(
         f"unrecognised trace format (known formats: {names}); "
-        f"the first job line has {len(first.split(chr(9)))} tab-separated columns",
+        f"the first job line has {len(first.split(chr(9)))} tab-separated columns"
+        + separator_hint(first),
         path=path,
         line=1,
+    )
+
+
+def separator_hint(line: str) -> str:
+    """Why a line may have too few columns: spaces where the format wants tabs."""
+    if "\t" in line or len(line.split()) < 2:
+        return ""
+    return (
+        f" (the line has no tabs but {len(line.split())} space-separated fields: trace "
+        "columns are separated by tabs; did an editor turn them into spaces?)"
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -10,13 +11,14 @@ from shock.core.backend_options import resolve_backend_options
 from shock.core.cluster_file import cluster_from_option
 from shock.core.cluster_spec import parse_prices
 from shock.core.entities import parse_entities
-from shock.core.errors import InputError
+from shock.core.errors import InputError, ShockWarning
 from shock.core.plugins import PluginRegistry, default_registry
 from shock.core.policy_options import parse_policy_options
 from shock.core.presets import Preset
 from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime, MechanismConfig, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
+from shock.core.suggest import did_you_mean
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import Trace, default_cluster_for, default_throughputs_for, read_trace
 from shock.engine.presets import get_preset, placement_for_preset
@@ -117,6 +119,7 @@ def build_request(
     if trace is None:
         trace_path = options.trace or bundled_trace_path()
         trace = read_trace(trace_path, registry)
+    _warn_past_the_trace(options.window, trace)
     entities = parse_entities(options.entities, options.entity_weights)
     if entities is not None:
         trace = replace(trace, jobs=entities.assign(trace.jobs))
@@ -133,9 +136,11 @@ def build_request(
         )
     unknown = [w for w in cluster.worker_types if w not in table.worker_types]
     if unknown:
+        hints = [h for w in unknown if (h := did_you_mean(w, table.worker_types))]
         raise InputError(
-            f"worker type(s) {', '.join(unknown)} not in the throughput table "
-            f"(it has {', '.join(table.worker_types)})",
+            f"worker type(s) {', '.join(unknown)} not in the throughput table"
+            + (f"; {' '.join(hints)}" if hints else "")
+            + f" (it has {', '.join(table.worker_types)})",
             field="--cluster",
         )
 
@@ -209,6 +214,22 @@ def _adaptation_rules(
             field="--adaptation-rules",
         )
     return options.adaptation_rules
+
+
+def _warn_past_the_trace(window: tuple[int, int] | None, trace: Trace) -> None:
+    """A window that reaches past the trace's last job measures fewer jobs than it says."""
+    if window is None or not trace.jobs:
+        return
+    last = max(job.job_id for job in trace.jobs)
+    if window[1] > last + 1:
+        inside = sum(window[0] <= job.job_id < window[1] for job in trace.jobs)
+        warnings.warn(
+            ShockWarning(
+                f"--window {window[0]}:{window[1]} reaches past the trace's last job (id "
+                f"{last}, {len(trace.jobs)} jobs): {inside} jobs are measured"
+            ),
+            stacklevel=3,
+        )
 
 
 def _overheads(by_type: dict[str, float] | None) -> dict[str, float] | None:

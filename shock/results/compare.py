@@ -11,11 +11,12 @@ import csv
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from shock.core.errors import InputError, ShockError
 from shock.core.results import Metrics
+from shock.core.suggest import did_you_mean
 from shock.results.document import load_result
 
 # Metrics a sweep's runs.csv may hold (a name clashing with an option has a "metric." prefix).
@@ -81,26 +82,60 @@ class RunColumn:
     policy: str  # "" where the column's runs have different policies
     runs: int  # documents or sweep cells averaged
     metrics: dict[str, MetricValue]  # metric name -> value (missing: not in the documents)
+    # A sweep group's value on each axis that makes the groups (policy, rate, ...); empty for
+    # a results document.
+    axes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
     columns: tuple[RunColumn, ...]
     metric_names: tuple[str, ...]  # rows, in the documents' order
-    baseline: int  # index into columns
+    baseline: int  # index into columns: the baseline (the first one when it is per group)
+    # Each column's baseline (index into columns; None: no baseline at its other axes). Set
+    # when the baseline is a policy of a sweep: each group is compared with that policy's
+    # group at the same values of the other axes (the same load, the same cluster).
+    baselines: tuple[int | None, ...] | None = None
+    baseline_name: str = ""  # what --baseline said, when the baseline is per group
+    averaged: tuple[str, ...] = DEFAULT_AVERAGED  # the sweep axes a group's runs differ in
+
+    def baseline_of(self, column: RunColumn) -> RunColumn | None:
+        if self.baselines is None:
+            return self.columns[self.baseline]
+        index = self.baselines[self.columns.index(column)]
+        return None if index is None else self.columns[index]
+
+    def is_baseline(self, column: RunColumn) -> bool:
+        return self.baseline_of(column) is column
+
+    @property
+    def baseline_label(self) -> str:
+        """How tables name the baseline: its label, or the policy when it is per group."""
+        if self.baselines is None:
+            return self.columns[self.baseline].label
+        return f"{self.baseline_name} at the same {', '.join(self.other_axes) or 'axes'}"
+
+    @property
+    def other_axes(self) -> tuple[str, ...]:
+        """The axes besides the policy that make the groups, in the table's order."""
+        names: list[str] = []
+        for column in self.columns:
+            names.extend(a for a in column.axes if a != "policy" and a not in names)
+        return tuple(names)
 
     def ratio(self, column: RunColumn, metric: str) -> float | None:
-        """The column's mean over the baseline's; None where either is missing or the
+        """The column's mean over its baseline's; None where either is missing or the
         baseline's is zero."""
         value = column.metrics.get(metric)
-        base = self.columns[self.baseline].metrics.get(metric)
+        reference = self.baseline_of(column)
+        base = None if reference is None else reference.metrics.get(metric)
         if value is None or base is None or base.mean == 0:
             return None
         return value.mean / base.mean
 
     def to_json(self) -> dict[str, object]:
         return {
-            "baseline": self.columns[self.baseline].label,
+            "baseline": self.baseline_label,
             "metrics": list(self.metric_names),
             "runs": [
                 {
@@ -108,6 +143,8 @@ class Comparison:
                     "source": column.source,
                     "policy": column.policy,
                     "runs": column.runs,
+                    "axes": column.axes,
+                    "baseline": None if (b := self.baseline_of(column)) is None else b.label,
                     "metrics": {
                         name: {
                             "mean": value.mean,
@@ -142,7 +179,14 @@ def compare(
     names: list[str] = []
     for column in columns:
         names.extend(name for name in column.metrics if name not in names)
-    return Comparison(tuple(columns), tuple(names), _baseline_index(columns, baseline))
+    per_group = _per_group_baselines(columns, baseline)
+    if per_group is not None:
+        first = next(index for index in per_group if index is not None)
+        return Comparison(
+            tuple(columns), tuple(names), first, per_group, str(baseline), tuple(averaged)
+        )
+    index = _baseline_index(columns, baseline)
+    return Comparison(tuple(columns), tuple(names), index, averaged=tuple(averaged))
 
 
 def document_column(path: Path) -> RunColumn:
@@ -172,7 +216,9 @@ def sweep_columns(directory: Path, averaged: Sequence[str] = DEFAULT_AVERAGED) -
     grouping = [axis for axis in axes if axis not in averaged]
     groups: dict[tuple[str, ...], list[_SweepRow]] = {}
     for row in rows:
-        groups.setdefault(tuple(row.options.get(a, "") for a in grouping), []).append(row)
+        groups.setdefault(tuple(axis_text(row.options.get(a, "")) for a in grouping), []).append(
+            row
+        )
     columns = []
     for key, members in groups.items():
         names: list[str] = []
@@ -185,8 +231,20 @@ def sweep_columns(directory: Path, averaged: Sequence[str] = DEFAULT_AVERAGED) -
         policies = {row.options.get("policy", "") for row in members}
         label = " · ".join(key) if key else directory.name
         policy = policies.pop() if len(policies) == 1 else ""
-        columns.append(RunColumn(label, str(directory), policy, len(members), metrics))
+        group_axes = dict(zip(grouping, key, strict=True))
+        columns.append(
+            RunColumn(label, str(directory), policy, len(members), metrics, group_axes)
+        )
     return columns
+
+
+def axis_text(value: str) -> str:
+    """An axis value as people write it: a rate of 2.0 reads 2."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return str(int(number)) if number.is_integer() and "." in value else value
 
 
 def _sweep_rows(directory: Path) -> list[_SweepRow]:
@@ -246,9 +304,29 @@ def _unique_labels(columns: Iterable[RunColumn]) -> list[RunColumn]:
         if counts[column.label] > 1:
             parent = Path(column.source).resolve().parent.name
             label = f"{parent}/{column.label}" if parent else column.source
-            column = RunColumn(label, column.source, column.policy, column.runs, column.metrics)
+            column = RunColumn(
+                label, column.source, column.policy, column.runs, column.metrics, column.axes
+            )
         unique.append(column)
     return unique
+
+
+def _per_group_baselines(
+    columns: Sequence[RunColumn], name: str | None
+) -> tuple[int | None, ...] | None:
+    """Where `name` is the policy of several sweep groups (and no column's label), each
+    group's baseline: the group of that policy from the same sweep whose other axes match."""
+    if name is None or any(column.label == name for column in columns):
+        return None
+    matching = [i for i, column in enumerate(columns) if column.policy == name]
+    if len(matching) < 2 or any("policy" not in columns[i].axes for i in matching):
+        return None
+
+    def others(column: RunColumn) -> tuple[str, tuple[tuple[str, str], ...]]:
+        return column.source, tuple(sorted((a, v) for a, v in column.axes.items() if a != "policy"))
+
+    by_others = {others(columns[i]): i for i in matching}
+    return tuple(by_others.get(others(column)) for column in columns)
 
 
 def _baseline_index(columns: Sequence[RunColumn], name: str | None) -> int:
@@ -265,4 +343,10 @@ def _baseline_index(columns: Sequence[RunColumn], name: str | None) -> int:
         raise ShockError(
             f"--baseline {name}: several runs have that policy; name one of: {labels}"
         )
-    raise ShockError(f"--baseline {name}: no run has that label or policy; runs: {labels}")
+    names = [c.label for c in columns] + [c.policy for c in columns if c.policy]
+    hint = did_you_mean(name, names)
+    raise ShockError(
+        f"--baseline {name}: no run has that label or policy; "
+        + (f"{hint} " if hint else "")
+        + f"runs: {labels}"
+    )

@@ -14,18 +14,25 @@ from matplotlib.figure import Figure
 
 from shock.core.errors import InputError
 from shock.results.compare import compare
+from shock.results.compare_tables import CompareTable, comparison_tables, sweep_axes
+from shock.results.figures.gantt import gantt, gantt_end_s
 from shock.results.figures.kinds import KINDS, load_runs
-from shock.results.figures.style import PNG_DPI
+from shock.results.figures.load import LOAD_AXES
 from shock.results.runs import RunView
-from shock.results.table import comparison_table, setup_table
+from shock.results.table import comparison_html, setup_table
 
 # Figures with many shapes are smaller as PNG than as SVG.
 PNG_ABOVE_JOBS = 400
+PNG_DPI = 110  # a page's figure is about as wide as the page; more only weighs it down
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
-table { border-collapse: collapse; font-size: 0.9em; }
+table { border-collapse: collapse; font-size: 0.9em; margin-top: 0.8em; }
+.table-wrap { max-width: 100%; overflow-x: auto; }
+th { overflow-wrap: anywhere; }
+caption { text-align: left; font-weight: bold; padding-bottom: 0.3em; }
+.note { color: #666; font-size: 0.85em; margin: 0.3em 0 1em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 table.setup td { text-align: left; font-size: 0.85em; }
@@ -84,10 +91,12 @@ def report_figures(
             ("solve-time", "Allocation solve time per round"),
         ):
             figures.append(embed(name, KINDS[name].draw(with_timeline), caption))
+        # The Gantt charts, one per run, share one time axis so they read side by side.
+        until = max(gantt_end_s(run) for run in with_timeline)
         for run in with_timeline:
             assert run.timeline is not None
             png = len(run.timeline.jobs) > PNG_ABOVE_JOBS
-            figure = KINDS["gantt"].draw([run])
+            figure = gantt([run], until_s=until)
             figures.append(embed("gantt", figure, f"Jobs over time — {run.legend}", png=png))
     if sweeps:
         figure = KINDS["jct-vs-load"].draw(list(sweeps))
@@ -101,9 +110,11 @@ def build_report(inputs: Sequence[Path], baseline_name: str | None = None) -> st
     documents = [path for path in inputs if not path.is_dir()]
     sweeps = [path for path in inputs if path.is_dir()]
     runs = load_runs(documents)
-    # The table is `shock compare`'s: documents and sweep groups, ratios to the baseline.
+    # The tables are `shock compare`'s: documents and sweep groups, ratios to the baseline.
     comparison = compare(list(inputs), baseline_name)
     baseline = _figure_baseline(runs, comparison.columns[comparison.baseline].label)
+    tables = comparison_tables(comparison)
+    pivot = _load_pivot(inputs, baseline_name)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -113,8 +124,11 @@ def build_report(inputs: Sequence[Path], baseline_name: str | None = None) -> st
         "<h1>shock report</h1>",
         '<p class="inputs">' + ", ".join(html.escape(str(p)) for p in inputs) + "</p>",
         "<h2>Comparison</h2>",
-        comparison_table(comparison),
+        comparison_html(tables),
     ]
+    if pivot:
+        parts.append("<h2>Policies against load</h2>")
+        parts.append(comparison_html(pivot))
     if runs:
         parts.append("<h2>Runs</h2>")
         parts.append(setup_table(runs))
@@ -124,6 +138,22 @@ def build_report(inputs: Sequence[Path], baseline_name: str | None = None) -> st
         parts.extend(figure.html() for figure in figures)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _load_pivot(inputs: Sequence[Path], baseline_name: str | None) -> list[CompareTable]:
+    """For sweeps that vary the policy and a load axis: `shock compare --by LOAD`'s tables,
+    each policy against the first (or the baseline policy) at the same load."""
+    sweeps = [path for path in inputs if path.is_dir()]
+    if not sweeps:
+        return []
+    comparison = compare(sweeps)
+    axes = sweep_axes(comparison)
+    load = next((axis for axis, _ in LOAD_AXES if axis in axes), None)
+    if load is None or "policy" not in axes:
+        return []
+    policies = [column.axes.get("policy") for column in comparison.columns]
+    baseline = baseline_name if baseline_name in policies else policies[0]
+    return comparison_tables(compare(sweeps, baseline), by=load)
 
 
 def _figure_baseline(runs: Sequence[RunView], label: str) -> RunView | None:

@@ -1,73 +1,47 @@
 """The HTML report's tables: `shock compare`'s comparison (every metric per run, its ratio to
-the baseline run) and how each run was made."""
+the baseline) and how each run was made."""
 
 from __future__ import annotations
 
 import html
 from collections.abc import Sequence
 
-from shock.results.compare import (
-    METRIC_LABELS,
-    SHARE_METRICS,
-    Comparison,
-    MetricValue,
-    readable_duration,
-)
+from shock.results.compare_tables import CompareTable
 from shock.results.runs import SETUP_KEYS, RunView
+from shock.results.table_formats import row_label
 
-SECONDS = {"wall_s", "solver_seconds"}
-# Counts of what happened: a ratio would say nothing.
-NO_RATIO = {"jobs", "rounds", "allocations", "unfinished_jobs"}
-
-
-def metric_text(name: str, value: float) -> str:
-    if name in SHARE_METRICS:
-        return f"{value:.1%}"
-    if name in SECONDS:
-        return f"{value:.2f} s"
-    if name.endswith("_s"):
-        return readable_duration(value)
-    if value == int(value):
-        return f"{int(value):,}"
-    return f"{value:,.2f}"
+# At most this many runs side by side: a wider table continues below (the page wraps, it
+# never overflows).
+COLUMNS_PER_TABLE = 4
 
 
-def _cell(name: str, value: MetricValue) -> str:
-    text = metric_text(name, value.mean)
-    if value.stdev is not None:
-        text += f" ± {metric_text(name, value.stdev)}"
-    return html.escape(text)
+def comparison_html(tables: Sequence[CompareTable], columns: int = COLUMNS_PER_TABLE) -> str:
+    """`shock compare`'s tables (the same units and ratios as the terminal's), each split
+    into parts of at most `columns` runs."""
+    parts = []
+    for table in tables:
+        for start in range(0, max(len(table.headers), 1), columns):
+            parts.append(_html_table(table.columns(start, start + columns)))
+        parts.append(f'<p class="note">{html.escape(table.note)}</p>')
+    return "\n".join(parts)
 
 
-def comparison_table(comparison: Comparison) -> str:
-    """One row per metric, one column per run (a sweep's group: mean ± sd over its cells)."""
-    base = comparison.columns[comparison.baseline]
-    head = ["<th>metric</th>"]
-    for index, column in enumerate(comparison.columns):
-        label = html.escape(column.label)
-        if index == comparison.baseline:
-            label += " (baseline)"
-        if column.runs > 1:
-            label += f'<br><span class="ratio">mean ± sd of {column.runs}</span>'
-        head.append(f"<th>{label}</th>")
+def _html_table(table: CompareTable) -> str:
+    head = [f"<th>{html.escape(table.corner)}</th>"]
+    head += [f"<th>{html.escape(header)}</th>" for header in table.headers]
     rows = []
-    for name in comparison.metric_names:
-        cells = [f"<td>{html.escape(METRIC_LABELS.get(name, name))}</td>"]
-        for index, column in enumerate(comparison.columns):
-            value = column.metrics.get(name)
-            if value is None:
-                cells.append("<td>—</td>")
-                continue
-            text = _cell(name, value)
-            ratio = comparison.ratio(column, name)
-            if index != comparison.baseline and ratio is not None and name not in NO_RATIO:
-                text += f' <span class="ratio">×{ratio:.2f}</span>'
+    for row in table.rows:
+        cells = [f"<td>{html.escape(row_label(row))}</td>"]
+        for cell in row.cells:
+            text = html.escape(cell.value or "—")
+            if cell.ratio_text:
+                text += f' <span class="ratio">{html.escape(cell.ratio_text)}</span>'
             cells.append(f"<td>{text}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    caption = f"Ratios (×) are to {html.escape(base.label)}."
     return (
-        f'<table class="comparison"><caption>{caption}</caption>'
-        f"<thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f'<div class="table-wrap"><table class="comparison">'
+        f"<caption>{html.escape(table.title)}</caption>"
+        f"<thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 

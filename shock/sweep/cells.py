@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shock import __version__
+from shock.core.bundled import resolve_throughputs, resolve_trace
 from shock.core.errors import InputError
 from shock.engine.runner import RunOptions, bundled_trace_path, parse_window
 from shock.sweep.spec import RUN_OPTIONS, CellSpec
@@ -34,8 +35,14 @@ class Cell:
 
 
 def _file_digest(path: str, field: str, spec_path: Path) -> str:
+    """The content's hash of a file or a bundled trace or table named so."""
+    resolve = resolve_trace if field == "trace" else resolve_throughputs
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        found = resolve(path)
+    except InputError:
+        found = Path(path)  # not there: the read below says so, naming the spec
+    try:
+        return hashlib.sha256(found.read_bytes()).hexdigest()
     except OSError as exc:
         raise InputError(
             f"cannot read '{path}': {exc.strerror}", path=spec_path, field=field

@@ -8,13 +8,21 @@ import json
 import multiprocessing
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shock.core.errors import ShockError
+from shock.core.errors import ShockError, ShockWarning
 from shock.sweep.cells import Cell, make_cell
+from shock.sweep.index import (
+    IndexEntry,
+    append_index,
+    read_index,
+    still_valid,
+    table_summary,
+)
 from shock.sweep.spec import GENERATE_OPTIONS, SweepSpec
 
 DONE = "done"
@@ -108,9 +116,12 @@ def run_cell(cell: Cell, out_dir: Path) -> CellOutcome:
 
     started = time.perf_counter()
     try:
-        if cell.generated_trace is not None:
-            _generate_trace(cell)
-        result = run(cell.run_options())
+        with warnings.catch_warnings():
+            # The sweep's check told the user its warnings once, before any cell ran.
+            warnings.simplefilter("ignore", ShockWarning)
+            if cell.generated_trace is not None:
+                _generate_trace(cell)
+            result = run(cell.run_options())
         document = result.to_document()
         write_cell_document(out_dir, cell.key, document)
     except Exception as exc:  # a cell's failure is recorded, never fatal
@@ -118,13 +129,23 @@ def run_cell(cell: Cell, out_dir: Path) -> CellOutcome:
     return CellOutcome(cell.key, DONE, "", time.perf_counter() - started, document)
 
 
-def _done_before(out_dir: Path, key: str) -> dict[str, object] | None:
-    """A cell's results document if an earlier sweep finished it (and it parses)."""
+def _done_before(
+    out_dir: Path, key: str, index: dict[str, IndexEntry]
+) -> dict[str, object] | None:
+    """What runs.csv needs of a cell an earlier sweep finished: from the index while its
+    document is unchanged, else from the document (if it parses; then it joins the index)."""
+    path = cell_path(out_dir, key)
+    entry = index.get(key)
+    if entry is not None and still_valid(entry, path):
+        return entry.summary
     try:
-        document = json.loads(cell_path(out_dir, key).read_text())
+        document = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return document if isinstance(document, dict) and "metrics" in document else None
+    if not isinstance(document, dict) or "metrics" not in document:
+        return None
+    append_index(out_dir, key, path, document)
+    return table_summary(document)
 
 
 def _recorded_wall_s(document: dict[str, object]) -> float:
@@ -155,12 +176,15 @@ def run_sweep(
     summary = SweepSummary()
     by_key: dict[str, CellOutcome] = {}
     pending: list[Cell] = []
+    pending_keys: set[str] = set()
+    index = read_index(out_dir)
     for cell in cells:
-        if cell.key in by_key or any(c.key == cell.key for c in pending):
+        if cell.key in by_key or cell.key in pending_keys:
             continue  # the same cell twice in a grid runs once
-        document = _done_before(out_dir, cell.key)
+        document = _done_before(out_dir, cell.key, index)
         if document is None:
             pending.append(cell)
+            pending_keys.add(cell.key)
         else:
             by_key[cell.key] = CellOutcome(
                 cell.key, DONE, "", _recorded_wall_s(document), document
@@ -174,6 +198,8 @@ def run_sweep(
     for outcome in dispatch(pending, out_dir) if pending else ():
         by_key[outcome.key] = outcome
         summary.ran += 1
+        if outcome.status == DONE and outcome.document is not None:
+            append_index(out_dir, outcome.key, cell_path(out_dir, outcome.key), outcome.document)
         if on_outcome is not None:
             on_outcome(outcome)
     summary.outcomes = [by_key[cell.key] for cell in cells]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shock.core.errors import InputError
+from shock.core.suggest import did_you_mean
 
 
 def _text(value: object) -> str:
@@ -121,8 +122,10 @@ def _convert(
     path: Path, section: str, name: str, value: object, allowed: set[str]
 ) -> object:
     if name not in allowed:
+        hint = did_you_mean(name, allowed)
         raise InputError(
-            f"unknown option (known: {', '.join(sorted(allowed))})",
+            "unknown option" + (f"; {hint}" if hint else "")
+            + f" (known: {', '.join(sorted(allowed))})",
             path=path,
             field=f"{section}.{name}",
         )
@@ -154,8 +157,12 @@ def load_spec(path: str | Path) -> SweepSpec:
         raise InputError(f"not valid TOML: {exc}", path=path) from None
     unknown = sorted(set(document) - {"base", "generate", "grid"})
     if unknown:
-        raise InputError("unknown section (known: base, generate, grid)", path=path,
-                         field=unknown[0])
+        hint = did_you_mean(unknown[0], ("base", "generate", "grid"))
+        raise InputError(
+            "unknown section" + (f"; {hint}" if hint else "") + " (known: base, generate, grid)",
+            path=path,
+            field=unknown[0],
+        )
     run_names = set(RUN_OPTIONS)
     base_raw = _table(document, path, "base") or {}
     generate_raw = _table(document, path, "generate")

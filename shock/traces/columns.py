@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shock.core.errors import InputError
+from shock.core.trace import separator_hint
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +86,8 @@ def read_rows(path: Path, columns: tuple[str, ...]) -> Iterator[Row]:
             if len(parts) != len(columns):
                 missing = columns[len(parts)] if len(parts) < len(columns) else None
                 raise InputError(
-                    f"expected {len(columns)} tab-separated columns, found {len(parts)}",
+                    f"expected {len(columns)} tab-separated columns, found {len(parts)}"
+                    + separator_hint(stripped),
                     path=path,
                     line=number,
                     field=missing,

@@ -10,5 +10,6 @@ DESCRIPTIONS: dict[str, str] = {
     "queue": "queued and running jobs over time",
     "gantt": "jobs × time, coloured by worker type, batch-size changes marked",
     "solve-time": "allocation solve time per round",
-    "jct-vs-load": "average JCT against the load axis of a sweep, one line per policy",
+    "jct-vs-load": "a metric (--metric; average JCT by default) against the load axis of a "
+    "sweep, one line per policy, the mean over seeds with their spread",
 }

@@ -8,7 +8,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from shock.core.errors import InputError
-from shock.results.figures.style import new_figure, time_unit
+from shock.results.figures.style import new_figure, place_legend, time_unit
 from shock.results.runs import RunView
 
 
@@ -34,7 +34,7 @@ def jct_cdf(runs: Sequence[RunView]) -> Figure:
     axes.set_ylabel("fraction of jobs")
     axes.set_ylim(0, 1.02)
     axes.grid(alpha=0.3)
-    axes.legend(loc="lower right")
+    place_legend(axes)
     return figure
 
 
@@ -58,5 +58,5 @@ def rho_cdf(runs: Sequence[RunView]) -> Figure:
     axes.set_ylabel("fraction of jobs")
     axes.set_ylim(0, 1.02)
     axes.grid(alpha=0.3)
-    axes.legend(loc="lower right")
+    place_legend(axes)
     return figure

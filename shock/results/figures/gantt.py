@@ -13,13 +13,22 @@ from matplotlib.patches import Patch
 
 from shock.core.errors import InputError
 from shock.core.timeline import JobTimeline
-from shock.results.figures.style import new_figure, time_unit, worker_colours
+from shock.results.figures.style import new_figure, place_legend, time_unit, worker_colours
 from shock.results.runs import RunView
 
 WAIT_COLOUR = "#dddddd"
 
 
-def gantt(runs: Sequence[RunView]) -> Figure:
+def gantt_end_s(run: RunView) -> float:
+    """When the run's last job finished or last ran (seconds)."""
+    timeline = run.require_timeline("gantt")
+    ends = [seg.end_s for job in timeline.jobs for seg in job.segments]
+    ends += (run.arrival_s + run.jct_s).tolist()
+    return max(ends, default=1.0)
+
+
+def gantt(runs: Sequence[RunView], until_s: float | None = None) -> Figure:
+    """`until_s`: where the time axis ends (charts of several runs drawn to one scale)."""
     if len(runs) != 1:
         raise InputError(f"the gantt figure draws one run; got {len(runs)} documents")
     run = runs[0]
@@ -37,7 +46,7 @@ def gantt(runs: Sequence[RunView]) -> Figure:
 
     jobs = sorted(timeline.jobs, key=lambda job: (arrival(job), job.job_id))
     ends = [seg.end_s for job in jobs for seg in job.segments] + list(completions.values())
-    unit = time_unit(max(ends, default=1.0))
+    unit = time_unit(until_s if until_s is not None else max(ends, default=1.0))
     # Thin rows for many jobs; the figure grows with the job count up to a readable height.
     height = min(2.0 + 0.03 * len(jobs), 16.0)
     figure = new_figure(width=8.0, height=max(height, 3.5))
@@ -84,14 +93,18 @@ def gantt(runs: Sequence[RunView]) -> Figure:
         )
     axes.set_ylim(len(jobs) - 0.5, -0.5)  # first arrival on top
     last = max((left + width for left, width, _ in waits), default=1.0)
+    if until_s is not None:
+        last = max(last, until_s / unit.seconds)
     axes.set_xlim(0, last * 1.02)
     if len(jobs) > 40:
         axes.set_yticks([])
     else:
-        axes.set_yticks(np.arange(len(jobs)), [str(job.job_id) for job in jobs], fontsize=7)
+        axes.set_yticks(
+            np.arange(len(jobs)), [str(job.job_id) for job in jobs], fontsize="x-small"
+        )
     axes.set_ylabel(f"{len(jobs)} jobs, by arrival")
     axes.set_xlabel(unit.label("time"))
     axes.set_title(f"Jobs over time — {run.legend}")
-    axes.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    place_legend(axes, handles)
     axes.grid(axis="x", alpha=0.3)
     return figure

@@ -1,4 +1,4 @@
-"""From a sweep (`shock sweep --out DIR`): average JCT against the offered load, one line per
+"""From a sweep (`shock sweep --out DIR`): a metric against the offered load, one line per
 policy, the mean over the seeds with their spread (min to max) shaded."""
 
 from __future__ import annotations
@@ -13,10 +13,41 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from shock.core.errors import InputError
-from shock.results.figures.style import new_figure, time_unit
+from shock.core.suggest import did_you_mean
+from shock.results.figures.style import new_figure, place_legend, time_unit
 
 # Load axes a sweep may vary, in order of preference, with the axis label.
 LOAD_AXES = (("rate", "arrival rate (jobs/hour)"), ("jobs", "jobs in the trace"))
+
+
+@dataclass(frozen=True, slots=True)
+class LoadMetric:
+    column: str  # in runs.csv
+    label: str  # the y axis's quantity
+    kind: str  # "duration", "share" or "number": how its axis is scaled
+
+
+# `jct-vs-load --metric NAME`: what the y axis shows.
+LOAD_METRICS = {
+    "avg_jct": LoadMetric("avg_jct_s", "average JCT", "duration"),
+    "p99_jct": LoadMetric("p99_jct_s", "p99 JCT", "duration"),
+    "makespan": LoadMetric("makespan_s", "makespan", "duration"),
+    "worst_rho": LoadMetric("worst_ftf_rho", "worst finish-time fairness ρ", "number"),
+    "utilization": LoadMetric("utilization", "cluster utilisation (%)", "share"),
+}
+DEFAULT_LOAD_METRIC = "avg_jct"
+
+
+def load_metric(name: str) -> LoadMetric:
+    found = LOAD_METRICS.get(name)
+    if found is None:
+        hint = did_you_mean(name, LOAD_METRICS)
+        raise InputError(
+            f"'{name}' is not a load metric" + (f"; {hint}" if hint else "")
+            + f" (the metrics: {', '.join(LOAD_METRICS)})",
+            field="--metric",
+        )
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +81,18 @@ def _number(row: dict[str, str], column: str, table: Path, line: int) -> float:
         ) from None
 
 
-def load_series(directories: Sequence[Path]) -> tuple[str, list[LoadSeries]]:
-    """The load axis's label and one series per policy, from the sweeps' finished cells."""
+@dataclass(frozen=True, slots=True)
+class LoadCurves:
+    axis_label: str
+    series: list[LoadSeries]
+    seeds: int  # the most distinct seeds averaged at one point (1: no spread)
+
+
+def load_curves(directories: Sequence[Path], metric: str = DEFAULT_LOAD_METRIC) -> LoadCurves:
+    """The load axis and one series per policy of `metric`, from the sweeps' finished cells."""
+    column_name = load_metric(metric).column
     samples: dict[tuple[str, float], list[float]] = defaultdict(list)
+    seeds: dict[tuple[str, float], set[str]] = defaultdict(set)
     rows = [(d, i + 2, row) for d in directories for i, row in enumerate(read_sweep_rows(d))]
     done = [(d, line, row) for d, line, row in rows if row.get("status", "done") == "done"]
     if not done:
@@ -71,9 +111,9 @@ def load_series(directories: Sequence[Path]) -> tuple[str, list[LoadSeries]]:
     for directory, line, row in done:
         table = directory / "runs.csv"
         load = _number(row, column, table, line)
-        samples[(row.get("policy") or "default policy", load)].append(
-            _number(row, "avg_jct_s", table, line)
-        )
+        key = (row.get("policy") or "default policy", load)
+        samples[key].append(_number(row, column_name, table, line))
+        seeds[key].add(row.get("seed") or "")
     series = []
     for policy in sorted({policy for policy, _ in samples}):
         loads = sorted(load for p, load in samples if p == policy)
@@ -88,25 +128,36 @@ def load_series(directories: Sequence[Path]) -> tuple[str, list[LoadSeries]]:
                 samples=np.array([len(v) for v in values]),
             )
         )
-    return label, series
+    return LoadCurves(label, series, max(len(s) for s in seeds.values()))
 
 
-def jct_vs_load(directories: Sequence[Path]) -> Figure:
-    label, series = load_series(directories)
-    unit = time_unit(max(float(s.high.max()) for s in series))
+def load_series(directories: Sequence[Path]) -> tuple[str, list[LoadSeries]]:
+    """Average JCT: the load axis's label and one series per policy."""
+    curves = load_curves(directories)
+    return curves.axis_label, curves.series
+
+
+def jct_vs_load(directories: Sequence[Path], metric: str = DEFAULT_LOAD_METRIC) -> Figure:
+    chosen = load_metric(metric)
+    curves = load_curves(directories, metric)
+    if chosen.kind == "duration":
+        unit = time_unit(max(float(s.high.max()) for s in curves.series))
+        scale, ylabel = unit.seconds, unit.label(chosen.label)
+    else:
+        scale, ylabel = (0.01, chosen.label) if chosen.kind == "share" else (1.0, chosen.label)
     figure = new_figure()
     axes = figure.add_subplot()
-    for s in series:
-        (line,) = axes.plot(s.load, s.mean / unit.seconds, marker="o", label=s.policy)
+    for s in curves.series:
+        (line,) = axes.plot(s.load, s.mean / scale, marker="o", label=s.policy)
         axes.fill_between(
-            s.load, s.low / unit.seconds, s.high / unit.seconds, color=line.get_color(), alpha=0.2
+            s.load, s.low / scale, s.high / scale, color=line.get_color(), alpha=0.2,
+            linewidth=0,
         )
-    seeds = max(int(s.samples.max()) for s in series)
-    spread = f", min–max over {seeds} runs shaded" if seeds > 1 else ""
-    axes.set_title(f"Average JCT against load (mean{spread})")
-    axes.set_xlabel(label)
-    axes.set_ylabel(unit.label("average JCT"))
+    axes.set_title(f"{chosen.label.split(' (')[0]} against load")
+    axes.set_xlabel(curves.axis_label)
+    axes.set_ylabel(ylabel)
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
+    spread = f"mean of {curves.seeds} seeds, min–max shaded" if curves.seeds > 1 else None
+    place_legend(axes, title=spread)
     return figure

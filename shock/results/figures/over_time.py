@@ -9,7 +9,13 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from shock.results.figures.style import TimeUnit, new_figure, time_unit, worker_colours
+from shock.results.figures.style import (
+    TimeUnit,
+    new_figure,
+    place_legend,
+    time_unit,
+    worker_colours,
+)
 from shock.results.runs import RunView, Timeline
 
 
@@ -102,7 +108,7 @@ def utilization(runs: Sequence[RunView]) -> Figure:
         note = _averaging_note(timeline, unit)
         axes.set_title(f"GPU utilisation over time — {run.legend}{note}")
         axes.grid(alpha=0.3)
-        axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        place_legend(axes)
     return figure
 
 
@@ -116,7 +122,7 @@ def queue(runs: Sequence[RunView]) -> Figure:
         axes.set_ylim(bottom=0)
         axes.set_title(f"Queue over time — {run.legend}{_averaging_note(timeline, unit)}")
         axes.grid(alpha=0.3)
-        axes.legend(fontsize=8, loc="upper right")
+        place_legend(axes)
     return figure
 
 
@@ -149,5 +155,5 @@ def solve_time(runs: Sequence[RunView]) -> Figure:
     else:
         axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
+    place_legend(axes)
     return figure

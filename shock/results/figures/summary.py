@@ -9,7 +9,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from shock.core.errors import InputError
-from shock.results.figures.style import new_figure
+from shock.core.suggest import did_you_mean
+from shock.results.figures.style import current_style, new_figure, place_legend
 from shock.results.runs import RunView
 
 # (metrics key, axis label)
@@ -34,7 +35,11 @@ def pick_baseline(runs: Sequence[RunView], name: str | None) -> RunView:
     known = ", ".join(run.label for run in runs)
     if len(matching) > 1:
         raise InputError(f"baseline '{name}' names several runs' policy; use a file stem: {known}")
-    raise InputError(f"no run named '{name}' for --baseline; the runs: {known}")
+    hint = did_you_mean(name, [run.label for run in runs] + [run.policy for run in runs])
+    raise InputError(
+        f"no run named '{name}' for --baseline; " + (f"{hint} " if hint else "")
+        + f"the runs: {known}"
+    )
 
 
 def summary_ratios(runs: Sequence[RunView], baseline: RunView) -> np.ndarray:
@@ -62,16 +67,21 @@ def summary(runs: Sequence[RunView], baseline_name: str | None = None) -> Figure
         heights = np.nan_to_num(ratios[i], nan=0.0)
         bars = axes.bar(offsets, heights, width * 0.92, label=run.legend)
         labels = ["n/a" if np.isnan(r) else f"{r:.2f}" for r in ratios[i]]
-        axes.bar_label(bars, labels=labels, fontsize=7, padding=1)
+        # A column-wide figure has no room for side-by-side numbers: they stand upright.
+        upright = 90 if current_style() == "paper" else 0
+        axes.bar_label(bars, labels=labels, fontsize="x-small", padding=1, rotation=upright)
     ticks = []
     for j, (key, name) in enumerate(SUMMARY_METRICS):
         reference = baseline.metrics.get(key)
         ticks.append(name if np.isfinite(ratios[:, j]).any() else f"{name}\n(baseline {reference})")
     axes.axhline(1.0, color="grey", linestyle="--", linewidth=1)
     axes.set_xticks(groups, ticks)
-    axes.set_ylabel(f"relative to {baseline.legend} (lower is better)")
+    # A column is too short for the whole sentence; a paper's caption says which way is better.
+    better = "" if current_style() == "paper" else " (lower is better)"
+    axes.set_ylabel(f"relative to {baseline.legend}{better}")
     axes.set_title("Summary, normalised to the baseline")
-    axes.set_ylim(0, max(1.2, float(np.nanmax(ratios, initial=1.0)) * 1.15))
+    headroom = 1.3 if current_style() == "paper" else 1.15  # room for the upright numbers
+    axes.set_ylim(0, max(1.2, float(np.nanmax(ratios, initial=1.0)) * headroom))
     axes.grid(axis="y", alpha=0.3)
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    place_legend(axes)
     return figure
