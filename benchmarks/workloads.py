@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from shock.workloads.channel import MemoryChannel
+from shock.job.channel import MemoryChannel
 from shock.workloads.families import FAMILIES
 from shock.workloads.harness import JobConfig, TrainingHarness
 from shock.workloads.workload import build_workload

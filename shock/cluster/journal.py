@@ -86,6 +86,8 @@ _SERVICE_COLUMNS = (
     ("ended_state", "TEXT"),
     ("ended_at", "REAL"),
     ("message", "TEXT"),
+    # A person's own command (JSON, shock/cluster/job_command.py); NULL: a built-in family's.
+    ("command", "TEXT"),
 )
 
 
@@ -102,6 +104,7 @@ class JobRow:
     ended_state: str | None = None  # cancelled or failed
     ended_at: float | None = None
     message: str | None = None
+    command: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,16 +206,17 @@ class Journal:
                 [(job.job_id, json.dumps(asdict(job))) for job in jobs],
             )
 
-    def add_submitted_job(self, job: JobSpec, at: float) -> None:
+    def add_submitted_job(self, job: JobSpec, at: float, command: str | None = None) -> None:
         self._db.execute(
-            "INSERT INTO jobs (job_id, spec, submitted_at) VALUES (?, ?, ?)",
-            (job.job_id, json.dumps(asdict(job)), at),
+            "INSERT INTO jobs (job_id, spec, submitted_at, command) VALUES (?, ?, ?, ?)",
+            (job.job_id, json.dumps(asdict(job)), at, command),
         )
 
     def jobs(self) -> list[JobRow]:
         rows = self._db.execute(
             "SELECT spec, step, checkpoint_step, completed_at, job_type, target_steps, "
-            "submitted_at, started_at, ended_state, ended_at, message FROM jobs ORDER BY job_id"
+            "submitted_at, started_at, ended_state, ended_at, message, command FROM jobs "
+            "ORDER BY job_id"
         ).fetchall()
         return [JobRow(JobSpec(**json.loads(row[0])), *row[1:]) for row in rows]
 
