@@ -2,8 +2,9 @@
 
 A checkpoint is written to a temporary file, flushed to disk and renamed with os.replace
 (and the directory synced), so a reader sees a whole checkpoint or none. The newest few are
-kept. `save_object`/`load_object` store any picklable object: with `torch.save` when torch
-is installed (tensors are then stored efficiently and load on any device), else with pickle.
+kept. `save_object`/`load_latest_object` store any picklable object: with `torch.save` when
+the process uses torch (tensors are then stored efficiently and load on any device), else
+with pickle.
 """
 
 from __future__ import annotations
@@ -70,7 +71,9 @@ def checkpoints(directory: Path) -> list[tuple[int, Path]]:
 def save_object(directory: Path, step: int, state: object) -> Path:
     """Any picklable object as the checkpoint of `step`; CheckpointError in one line when it
     cannot be stored (nothing is left behind then)."""
-    torch = _torch()
+    # torch.save when the script uses torch (its state may hold tensors); a script that
+    # never imported it does not pay for the import.
+    torch = sys.modules.get("torch")
 
     def write(handle: IO[bytes]) -> None:
         if torch is not None:
@@ -113,8 +116,7 @@ def _load(path: Path) -> Any:
 
 
 def _torch() -> Any:
-    """torch if this process already imported it or it is installed; imported only here,
-    at the first checkpoint, never when `shock.job` is imported."""
+    """torch, to load a checkpoint it wrote; imported here only, never with `shock.job`."""
     module = sys.modules.get("torch")
     if module is not None:
         return module
