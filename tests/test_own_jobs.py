@@ -93,9 +93,19 @@ class Service:
                      f"WHERE job_id = {job_id} ORDER BY run_id")  # fmt: skip
 
     def listed(self) -> dict[int, dict[str, Any]]:
-        done = self.cli("jobs", "--json")
-        assert done.returncode == 0, done.stderr
-        return {job["id"]: job for job in json.loads(done.stdout)}
+        """`shock jobs --json`, once the service answers (it may be restarting)."""
+        found: dict[int, dict[str, Any]] = {}
+
+        def answered() -> bool:
+            done = self.cli("jobs", "--json")
+            if done.returncode != 0:
+                assert "unreachable" in done.stderr, done.stderr
+                return False
+            found.update({job["id"]: job for job in json.loads(done.stdout)})
+            return True
+
+        wait_for(answered, 60, "the service to answer")
+        return found
 
 
 def _start(tmp: Path, procs: Processes) -> Service:
