@@ -204,6 +204,7 @@ class JobProcess:
         self.checkpoint_step = 0
         self.saw_exit = False
         self.is_command = bool(launch.command)
+        self.spoke = False  # it sent a message of the contract (it uses shock.job)
         # When the job last said anything (a job that stays silent loses its lease).
         self.last_heard = time.monotonic()
         self.log_path = log_path
@@ -269,6 +270,7 @@ class JobProcess:
                 self._log.write(b"[agent] not a job message: " + raw)
                 continue
             assert message is not None
+            self.spoke = True
             if isinstance(message.get("step"), int):
                 self.step = message["step"]
             if message["type"] == "lease_request":
@@ -347,10 +349,12 @@ class JobProcess:
     def preempt(self) -> None:
         self._stop_requested = True
         self.send({"type": "preempt"})
-        if self.is_command and self.process.poll() is None:
-            # The contract's SIGTERM too: a script without shock.job stops (it resumes from
-            # the start), one with it stops at its next step. Its own process only: its
-            # children (data loaders) are its to end.
+        if self.is_command and not self.spoke and self.process.poll() is None:
+            # A command that has not spoken the contract yet (a script without shock.job, or
+            # one still importing) gets the contract's SIGTERM: it stops, and resumes from
+            # its last checkpoint. One that speaks it stops at its next step on the message
+            # alone (frameworks such as Lightning treat SIGTERM as a failure). Its own
+            # process only: its children (data loaders) are its to end.
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.process.pid, signal.SIGTERM)
 

@@ -56,6 +56,35 @@ def write_atomically(
     return final
 
 
+def write_file_atomically(
+    directory: Path, step: int, produce: Callable[[Path], None], keep: int = KEEP_CHECKPOINTS
+) -> Path:
+    """`produce(path)` writes the checkpoint of `step` to a temporary file of that name (a
+    framework's own save routine); it appears as `ckpt-<step>.pt` only once it is whole."""
+    directory.mkdir(parents=True, exist_ok=True)
+    final = checkpoint_path(directory, step)
+    temporary = directory / f".{final.name}.tmp-{os.getpid()}"
+    try:
+        produce(temporary)
+        with open(temporary, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temporary, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+    _sync_directory(directory)
+    for _, old in checkpoints(directory)[keep:]:
+        old.unlink(missing_ok=True)
+    return final
+
+
+def latest_checkpoint_path(directory: Path) -> Path | None:
+    """The newest complete checkpoint file, for a framework that loads it itself."""
+    found = checkpoints(directory)
+    return found[0][1] if found else None
+
+
 def checkpoints(directory: Path) -> list[tuple[int, Path]]:
     """(step, path) of every checkpoint in the directory, newest first."""
     if not directory.is_dir():

@@ -149,8 +149,15 @@ class Session:
         if not self.is_lead:
             return None
         path = save_object(self.checkpoint_dir, self.step, state)
-        self.channel.send(CheckpointWritten(self.step, str(path)))
+        self.checkpoint_written(path)
         return path
+
+    def checkpoint_written(self, path: Path | str) -> None:
+        """A checkpoint of the current step that the script (or its framework) wrote itself
+        is complete at `path`: the scheduler's record of where the job can resume."""
+        self.control.checkpointed(self.step, time.monotonic())
+        if self.is_lead:
+            self.channel.send(CheckpointWritten(self.step, str(path)))
 
     # The loop.
 
@@ -158,6 +165,19 @@ class Session:
         """Yields start, start+1, ..., total-1; a step counts as done when the loop asks for
         the next. Stops early when the job is preempted or its lease runs out (`stopped`
         says which)."""
+        self.begin(total, start)
+        step = start
+        while step < total and not self.should_stop():
+            yield step
+            step += 1
+            self.advance_to(step)
+        self.report()
+
+    # The same loop for a framework's callbacks: begin, then at every step boundary
+    # should_stop() and advance_to().
+
+    def begin(self, total: int, start: int = 0) -> None:
+        """The loop runs steps start..total-1 (it resumed at `start`)."""
         if total < 0 or start < 0:
             raise ValueError(f"steps(total={total}, start={start}): both must be >= 0")
         self.total = total
@@ -165,29 +185,32 @@ class Session:
         self.resumed_from_step = start
         self.control.last_checkpoint_step = start if start > 0 else None
         self._announce()
-        control, clock = self.control, time.monotonic
-        control.start(start, None, self.environment.lease_s, self._launched_at)
-        step = start
-        while step < total:
-            control.receive(step)
-            if control.approved_batch_size is not None:
-                self._switch_batch_size(control.approved_batch_size)
-            now = clock()
-            stop, expired = control.must_stop(step, now)
-            if self.world_size > 1:
-                stop, expired = _agree_to_stop(stop, expired)
-            if stop or expired:
-                self.stopped = "preempted" if stop else "lease_expired"
-                break
-            control.renew_if_near(step, now)
-            yield step
-            step += 1
-            self.step = step
-            now = clock()
-            control.stepped(step, now)
-            if control.report_due(now):
-                self.report(now)
-        self.report(clock())
+        self.control.start(start, None, self.environment.lease_s, self._launched_at)
+
+    def should_stop(self) -> bool:
+        """At a step boundary: apply the agent's commands; True when the job must stop now
+        (preempted, or its lease ran out: `stopped` says which)."""
+        control, step = self.control, self.step
+        control.receive(step)
+        if control.approved_batch_size is not None:
+            self._switch_batch_size(control.approved_batch_size)
+        now = time.monotonic()
+        stop, expired = control.must_stop(step, now)
+        if self.world_size > 1:
+            stop, expired = _agree_to_stop(stop, expired)
+        if stop or expired:
+            self.stopped = "preempted" if stop else "lease_expired"
+            return True
+        control.renew_if_near(step, now)
+        return False
+
+    def advance_to(self, step: int) -> None:
+        """Steps up to `step` are done; a progress report goes out when one is due."""
+        self.step = step
+        now = time.monotonic()
+        self.control.stepped(step, now)
+        if self.control.report_due(now):
+            self.report(now)
 
     def log_loss(self, loss: float) -> None:
         """A step's loss, averaged into the next progress report (optional)."""
