@@ -158,6 +158,7 @@ def test_the_issues_script_is_preempted_resumed_and_ends_with_exactly_2000_steps
     listed = service.listed()
     assert listed[first]["job_type"] == "mine" and listed[second]["job_type"] == "script.py"
     assert listed[first]["state"] == "done" and listed[first]["step"] == 2000
+    assert listed[first]["command"] == ["python", "script.py"]
     logs = service.cli("logs", str(first)).stdout
     assert "==> run " in logs and "python script.py" in logs and "ended (done)" in logs
 

@@ -146,6 +146,7 @@ def job_document(job: pb.JobStatus) -> dict[str, Any]:
         "submitted_at": job.submitted_at_unix,
         "ended_at": job.ended_at_unix or None,
         "message": job.message,
+        "command": list(job.command),  # a person's own command; [] for a built-in workload
     }
 
 
