@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shock.workloads.adaptation import (
+from shock.job.adaptation import (
     AccordionPolicy,
     GnsPolicy,
     GradientSample,

@@ -11,15 +11,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="the harness needs PyTorch (pip install .[cluster])")
 torch.set_num_threads(1)  # as in a job process
 
-from shock.workloads.channel import MemoryChannel  # noqa: E402
-from shock.workloads.checkpoint import load_latest_checkpoint  # noqa: E402
-from shock.workloads.families import FAMILIES  # noqa: E402
-from shock.workloads.harness import (  # noqa: E402
-    CheckpointMismatchError,
-    JobConfig,
-    TrainingHarness,
-)
-from shock.workloads.messages import (  # noqa: E402
+from shock.job.channel import MemoryChannel  # noqa: E402
+from shock.job.messages import (  # noqa: E402
     BatchSizeApproval,
     BatchSizeRequest,
     CheckpointWritten,
@@ -29,6 +22,13 @@ from shock.workloads.messages import (  # noqa: E402
     Preempt,
     Progress,
     Started,
+)
+from shock.workloads.checkpoint import load_latest_checkpoint  # noqa: E402
+from shock.workloads.families import FAMILIES  # noqa: E402
+from shock.workloads.harness import (  # noqa: E402
+    CheckpointMismatchError,
+    JobConfig,
+    TrainingHarness,
 )
 
 SMALL_BATCH = {

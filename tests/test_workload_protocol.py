@@ -11,11 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shock.traces.templates import gavel_templates
-from shock.workloads.channel import MemoryChannel, StdioChannel
-from shock.workloads.families import FAMILIES, UnknownJobTypeError, all_job_types, parse_job_type
-from shock.workloads.lease import Lease
-from shock.workloads.messages import (
+from shock.job.channel import MemoryChannel, StdioChannel
+from shock.job.lease import Lease
+from shock.job.messages import (
     BatchSizeApproval,
     BatchSizeRequest,
     Exit,
@@ -26,6 +24,8 @@ from shock.workloads.messages import (
     Started,
     parse_command,
 )
+from shock.traces.templates import gavel_templates
+from shock.workloads.families import FAMILIES, UnknownJobTypeError, all_job_types, parse_job_type
 from shock.workloads.progress import TrainingProgress
 
 

@@ -322,6 +322,11 @@ def worker_command(
     ] = None,
     log_level: LogLevel = "info",
     log_format: LogFormat = "text",
+    report_timeout: Annotated[
+        float,
+        typer.Option(help="A submitted command that reports nothing (no progress through "
+                     "shock.job) for this long (s) loses its lease and fails."),
+    ] = 120.0,
 ) -> None:
     """Run a worker agent: register with the scheduler and run the jobs it sends."""
     _require_cluster_extra()
@@ -342,6 +347,8 @@ def worker_command(
         raise InputError(f"must be >= 0, got {memory_headroom}", field="--memory-headroom")
     if cpus is not None and not cpus > 0:
         raise InputError(f"must be > 0, got {cpus}", field="--cpus")
+    if not report_timeout > 0:
+        raise InputError(f"must be > 0, got {report_timeout}", field="--report-timeout")
     if memory_gb is not None and not memory_gb > 0:
         raise InputError(f"must be > 0, got {memory_gb}", field="--memory-gb")
     settings = WorkerSettings(
@@ -352,6 +359,7 @@ def worker_command(
         scheduler_timeout_s=scheduler_timeout, checkpoint_every_s=checkpoint_every,
         warm_processes=warm, memory_headroom_gb=memory_headroom, cpus=cpus,
         memory_gb=memory_gb, rendezvous_host=rendezvous_host,
+        report_timeout_s=report_timeout,
     )  # fmt: skip
     agent = WorkerAgent(settings)
     signal.signal(signal.SIGTERM, lambda signum, frame: agent.stop())

@@ -51,9 +51,37 @@ def _client(
 
 
 def submit_command(
-    job_type: Annotated[str, typer.Option(help="Job type, e.g. 'ResNet-18 (batch size 32)'.")],
-    steps: Annotated[int, typer.Option(help="Training steps (iterations) to run.")],
-    scale_factor: Annotated[int, typer.Option(help="GPUs the job needs, on one worker.")] = 1,
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(help="Your own command, after --: the worker runs it in --workdir "
+                       "with the job contract's environment (docs/your-own-jobs.md).",
+                       show_default=False),
+    ] = None,
+    job_type: Annotated[
+        str | None,
+        typer.Option(help="A built-in family's job type, e.g. 'ResNet-18 (batch size 32)' "
+                     "(instead of a command)."),
+    ] = None,
+    steps: Annotated[
+        int | None,
+        typer.Option(help="Training steps to run (a command may leave it out: its "
+                     "shock.job session says; a built-in family's job needs it)."),
+    ] = None,
+    gpus: Annotated[int, typer.Option("--gpus", "--scale-factor", help="GPUs the job needs.")] = 1,
+    name: Annotated[
+        str | None,
+        typer.Option(help="A command's name, also its job type for throughputs (default: its "
+                     "script or program)."),
+    ] = None,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(help="Where the worker runs the command (default: this directory; it "
+                     "must exist on the workers)."),
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", help="NAME=VALUE for the command's environment (repeatable)."),
+    ] = None,
     user: Annotated[
         str | None, typer.Option(help="Submit as this user (admins only; default: you).")
     ] = None,
@@ -67,20 +95,37 @@ def submit_command(
     tls_key: TlsKey = None,
     tls_ca: TlsCa = None,
 ) -> None:
-    """Submit a job; prints its id alone on the last line."""
+    """Submit a job, your own command (shock submit [OPTIONS] -- COMMAND ARGS...) or a
+    built-in family's (--job-type); prints its id alone on the last line."""
     from shock.cluster.proto import shock_cluster_pb2 as pb
 
     # 0 is refused like a negative value (the protocol reads 0 as "the default").
-    if steps < 1:
+    if steps is not None and steps < 1:
         raise InputError(f"must be >= 1, got {steps}", field="--steps")
-    if scale_factor < 1:
-        raise InputError(f"must be >= 1 GPU, got {scale_factor}", field="--scale-factor")
+    if steps is None and not command:
+        raise InputError("a built-in family's job needs --steps", field="--steps")
+    if gpus < 1:
+        raise InputError(f"must be >= 1 GPU, got {gpus}", field="--gpus")
     if not (weight > 0 and math.isfinite(weight)):
         raise InputError(f"must be a finite number > 0, got {weight:g}", field="--weight")
-
+    if command and job_type:
+        raise InputError("give a command (after --) or --job-type, not both", field="--job-type")
+    if not command and job_type is None:
+        raise InputError("give your command after -- (shock submit -- python train.py), or "
+                         "--job-type for a built-in family", field="COMMAND")  # fmt: skip
+    if not command and (workdir is not None or env or name):
+        misplaced = "--workdir" if workdir is not None else "--env" if env else "--name"
+        raise InputError("goes with a command (after --)", field=misplaced)
+    variables = {}
+    for entry in env or []:
+        key, equals, value = entry.partition("=")
+        if not equals or not key:
+            raise InputError(f"expected NAME=VALUE, got {entry!r}", field="--env")
+        variables[key] = value
     request = pb.SubmitJobRequest(
-        job_type=job_type, steps=steps, scale_factor=scale_factor, user=user or "",
-        weight=weight, adaptation=adaptation,
+        job_type=job_type or "", steps=steps or 0, scale_factor=gpus, gpus=gpus, user=user or "",
+        weight=weight, adaptation=adaptation, command=command or [], name=name or "",
+        workdir=str((workdir or Path.cwd()).resolve()) if command else "", env=variables,
     )  # fmt: skip
     with _client(scheduler, token, tls_cert, tls_key, tls_ca) as client:
         job_id = client.submit(request)
@@ -110,6 +155,7 @@ def job_document(job: pb.JobStatus) -> dict[str, Any]:
         "submitted_at": job.submitted_at_unix,
         "ended_at": job.ended_at_unix or None,
         "message": job.message,
+        "command": list(job.command),  # a person's own command; [] for a built-in workload
     }
 
 

@@ -25,6 +25,7 @@ from shock.cluster.fairness import (
     finish_time_rho,
     weighted_fair_share,
 )
+from shock.cluster.job_command import UNSTATED_STEPS, JobCommand
 from shock.cluster.journal import Journal
 from shock.cluster.names import placement_text
 from shock.cluster.oplog import log_event
@@ -134,6 +135,7 @@ class JobBook:
 
     def submit(self, owner: str, request: pb.SubmitJobRequest) -> pb.SubmitJobReply:
         spec = self._checked_spec(owner, request)
+        command = _command_of(request)
         with self._lock:
             self._require_service("submitted")
             job_id = max(self.jobs, default=-1) + 1
@@ -144,10 +146,12 @@ class JobBook:
                 job_id, spec.job_type, spec.total_steps, spec.scale_factor, arrival,
                 spec.priority_weight, mode=spec.mode, entity=owner,
             )  # fmt: skip
-            self.journal.add_submitted_job(spec, now)
+            self.journal.add_submitted_job(
+                spec, now, None if command is None else command.to_json()
+            )
             from shock.cluster.scheduler import TrackedJob
 
-            self.jobs[job_id] = TrackedJob(spec, submitted_at=now)
+            self.jobs[job_id] = TrackedJob(spec, submitted_at=now, command=command)
             self._arrived.append(spec)
             self._record(job_id, f"submitted by {owner}: {spec.job_type}, {spec.total_steps} "
                          f"steps on {spec.scale_factor} GPU(s); queued", "job-submitted",
@@ -159,43 +163,58 @@ class JobBook:
         return bool(getattr(self, "_t0_fixed", False))
 
     def _checked_spec(self, owner: str, request: pb.SubmitJobRequest) -> JobSpec:
-        if not request.job_type:
-            raise RequestError("a job needs a job type (--job-type)")
-        scale = request.scale_factor or 1
-        if scale < 1:
-            raise RequestError(f"--scale-factor must be >= 1, got {scale}")
-        if request.steps < 1:
+        command = _command_of(request)
+        if command is None and not request.job_type:
+            raise RequestError("a job needs a job type (--job-type) or a command (-- COMMAND)")
+        job_type = request.job_type
+        if command is not None:
+            job_type = request.name or command.program
+        if request.HasField("gpus"):
+            scale = request.gpus
+            if scale < 1:
+                raise RequestError(f"--gpus must be >= 1, got {scale}")
+        else:
+            scale = request.scale_factor or 1
+            if scale < 1:
+                raise RequestError(f"--scale-factor must be >= 1, got {scale}")
+        steps = request.steps
+        if command is not None and steps == 0:
+            steps = UNSTATED_STEPS  # until the job says its own
+        if steps < 1:
             raise RequestError(f"--steps must be >= 1, got {request.steps}")
-        try:
-            family, _ = parse_job_type(request.job_type)  # one the training harness runs
-        except UnknownJobTypeError as exc:
-            raise RequestError(str(exc)) from None
-        known = {job_type for job_type, _ in self.request.table.isolated}
-        if request.job_type not in known:  # the policies need its throughputs
-            sizes = sorted(size for t in known if t.split(" (")[0] == family
-                           for size in (batch_size_of(t),) if size is not None)  # fmt: skip
-            raise RequestError(
-                f"job type {request.job_type!r} is not in the throughput table; its batch "
-                f"sizes of {family}: {', '.join(map(str, sizes)) or 'none'}"
-            )
+        if command is None:
+            try:
+                family, _ = parse_job_type(job_type)  # one the training harness runs
+            except UnknownJobTypeError as exc:
+                raise RequestError(str(exc)) from None
+            known = {name for name, _ in self.request.table.isolated}
+            if job_type not in known:  # the policies need its throughputs
+                sizes = sorted(size for t in known if t.split(" (")[0] == family
+                               for size in (batch_size_of(t),) if size is not None)  # fmt: skip
+                raise RequestError(
+                    f"job type {job_type!r} is not in the throughput table; its batch "
+                    f"sizes of {family}: {', '.join(map(str, sizes)) or 'none'}"
+                )
         weight = request.weight or 1.0
         if not (weight > 0 and math.isfinite(weight)):
             raise RequestError(f"--weight must be a finite number > 0, got {weight}")
         adaptation = request.adaptation or "static"
         if adaptation not in ADAPTATIONS:
             raise RequestError(f"--adaptation must be one of {', '.join(ADAPTATIONS)}")
-        if adaptation != "static" and batch_size_of(request.job_type) is None:
+        if adaptation != "static" and command is None and batch_size_of(job_type) is None:
             raise RequestError(
                 f"--adaptation {adaptation} changes a batch size: name the job type with one, "
                 f"e.g. '{request.job_type} (batch size 32)'"
             )
         with self._lock:
-            sizes = [w.gpus for w in self.workers.values() if w.alive]
-        if sizes and scale > max(sizes):
-            raise RequestError(
-                f"the job needs {scale} GPUs on one worker; the largest worker has {max(sizes)}"
-            )
-        return JobSpec(-1, request.job_type, request.steps, scale, 0.0, weight,
+            per_type: dict[str, int] = {}
+            for worker in self.workers.values():
+                if worker.alive and worker.gpu_type:
+                    per_type[worker.gpu_type] = per_type.get(worker.gpu_type, 0) + worker.gpus
+        if per_type and scale > max(per_type.values()):
+            have = ", ".join(f"{n} {t}" for t, n in sorted(per_type.items()))
+            raise RequestError(f"the job needs {scale} GPUs of one type; the cluster has {have}")
+        return JobSpec(-1, job_type, steps, scale, 0.0, weight,
                        mode=adaptation, entity=owner)  # fmt: skip
 
     def _require_service(self, what: str) -> None:
@@ -350,6 +369,7 @@ class JobBook:
             rho=job.rho if job.rho is not None else self._rho(job, submitted, ended or now),
             ended_at_unix=ended or 0.0,
             message=job.message, weight=spec.priority_weight, adaptation=spec.mode,
+            command=() if job.command is None else job.command.argv,
         )  # fmt: skip
 
     def _worker_types(self) -> set[str]:
@@ -498,6 +518,21 @@ def _merged(parts: list[tuple[str, tuple[int, ...]]]) -> list[tuple[str, tuple[i
     for worker_id, gpus in parts:
         merged[worker_id] = merged.get(worker_id, ()) + tuple(gpus)
     return list(merged.items())
+def _command_of(request: pb.SubmitJobRequest) -> JobCommand | None:
+    """The submitted command, checked; None for a built-in family's job."""
+    if not request.command:
+        if request.workdir or request.env:
+            raise RequestError("--workdir and --env go with a command: -- COMMAND ARGS...")
+        return None
+    if not request.command[0]:
+        raise RequestError("the command is empty")
+    for name in request.env:
+        if not name or "=" in name or "\0" in name:
+            raise RequestError(f"--env {name!r}: expected NAME=VALUE with a name")
+    return JobCommand(
+        tuple(request.command), request.workdir, tuple(sorted(request.env.items())),
+        max(request.steps, 0),
+    )  # fmt: skip
 
 
 def _same(a: pb.JobStatus, b: pb.JobStatus) -> bool:

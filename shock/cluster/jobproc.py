@@ -30,10 +30,14 @@ from shock.cluster.bounds import (
     thread_environment,
     threads_for,
 )
+from shock.cluster.command_launch import start_command
 from shock.cluster.proto import shock_cluster_pb2 as pb
 
 _PR_SET_PDEATHSIG = 1
 _LINGER_S = 30.0
+# A job's log line that says what its agent did (launch, end), so no log is ever empty.
+_AGENT = b"[shock] "
+_TAIL_BYTES = 4096
 
 
 def die_with_parent() -> None:
@@ -156,8 +160,26 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def last_log_line(path: Path) -> str:
+    """The last line a job wrote to its log (not the agent's own), for a one-line reason."""
+    try:
+        with path.open("rb") as log:
+            size = log.seek(0, os.SEEK_END)
+            log.seek(max(0, size - _TAIL_BYTES))
+            lines = log.read().splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        text = line.decode(errors="replace").strip()
+        if text and not line.startswith(_AGENT):
+            return text[:300]
+    return ""
+
+
 class JobProcess:
-    """A running job: its process, a reader thread for its stdout and its stdin."""
+    """A running job: its process, a reader thread for its messages and a writer for the
+    agent's commands (stdout and stdin for the built-in harness; two pipes for a person's
+    own command, whose stdout and stderr go to its log)."""
 
     def __init__(
         self,
@@ -179,61 +201,125 @@ class JobProcess:
         self.run_id = launch.run_id
         self.job_id = launch.job_id
         self.step = 0
+        self.checkpoint_step = 0
         self.saw_exit = False
+        self.is_command = bool(launch.command)
+        self.spoke = False  # it sent a message of the contract (it uses shock.job)
+        # When the job last said anything (a job that stays silent loses its lease).
+        self.last_heard = time.monotonic()
+        self.log_path = log_path
         self._on_event = on_event
         self._on_lease_request = on_lease_request
         self._stdin_lock = threading.Lock()
+        self._stop_requested = False
+        self._failure: str | None = None  # why the agent ended it, if it did
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("ab")
-        arguments = job_arguments(launch, device, checkpoint_every_s)
-        if warm is not None:
-            self.process = warm
-            apply_to_running(warm.pid, bounds)  # before the launch line: it is still idle
-            self.send({"argv": arguments, "stderr": str(log_path)})
+        self._events: IO[bytes] | None
+        self._commands: IO[bytes] | None
+        base_env = dict(os.environ) if env is None else env
+        if self.is_command:
+            self.note(f"run {launch.run_id} of job {launch.job_id}: {' '.join(launch.command)}"
+                      f" in {launch.workdir or '.'} on {device}")  # fmt: skip
+            started = start_command(launch, device, checkpoint_every_s, base_env, bounds,
+                                    self._log, die_with_parent)  # fmt: skip
+            self.process = started.process
+            self._events, self._commands = started.events, started.commands
         else:
-            self.process = subprocess.Popen(
-                [*command, *arguments],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._log,
-                start_new_session=True,  # its own process group: stop it with its children
-                preexec_fn=child_setup(bounds, die_with_parent),
-                env=thread_environment(dict(os.environ) if env is None else env, bounds),
-            )
+            self.note(f"run {launch.run_id} of job {launch.job_id}: {launch.job_type} on {device}")
+            arguments = job_arguments(launch, device, checkpoint_every_s)
+            if warm is not None:
+                self.process = warm
+                self._events, self._commands = warm.stdout, warm.stdin
+                apply_to_running(warm.pid, bounds)  # before the launch line: it is still idle
+                self.send({"argv": arguments, "stderr": str(log_path)})
+            else:
+                self.process = subprocess.Popen(
+                    [*command, *arguments],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=self._log,
+                    start_new_session=True,  # its own process group: stop it with its children
+                    preexec_fn=child_setup(bounds, die_with_parent),
+                    env=thread_environment(base_env, bounds),
+                )
+                self._events, self._commands = self.process.stdout, self.process.stdin
         self._reader = threading.Thread(target=self._read, name=f"job-{self.run_id}", daemon=True)
         self._reader.start()
 
+    def note(self, text: str) -> None:
+        """One line of the agent's own in the job's log."""
+        with contextlib.suppress(OSError, ValueError):
+            self._log.write(_AGENT + text.encode(errors="replace") + b"\n")
+            self._log.flush()
+
     def _read(self) -> None:
-        stdout: IO[bytes] | None = self.process.stdout
-        assert stdout is not None
-        for raw in stdout:
+        events = self._events
+        assert events is not None
+        for raw in events:
+            self.last_heard = time.monotonic()
             message = parse_job_line(raw.decode(errors="replace"))
-            if message is None:
+            event = None if message is None else event_from_message(message)
+            if message is None or (event is None and message["type"] != "lease_request"):
+                if self.is_command:
+                    # Its own channel carries only messages: garbage there is a broken job.
+                    shown = raw.decode(errors="replace").strip()[:80]
+                    self.fail(f"wrote something that is not a job message on the job "
+                              f"channel: {shown!r}")  # fmt: skip
+                    break
                 self._log.write(b"[agent] not a job message: " + raw)
                 continue
+            assert message is not None
+            self.spoke = True
             if isinstance(message.get("step"), int):
                 self.step = message["step"]
             if message["type"] == "lease_request":
                 self._on_lease_request(self, self.step)
                 continue
-            event = event_from_message(message)
-            if event is None:
-                continue
+            assert event is not None
+            if event.HasField("checkpoint"):
+                self.checkpoint_step = event.checkpoint.step
             if event.HasField("exit"):
                 if self.saw_exit:
                     continue
                 self.saw_exit = True
                 event.exit.exit_code = self._wait_for_exit()
+                self._note_exit(event.exit)
             self._on_event(self, event)
         code = self.process.wait()
         if not self.saw_exit:
-            # The process ended without saying how: a crash (or a kill).
             self.saw_exit = True
-            self._on_event(
-                self,
-                pb.JobEvent(exit=pb.Exit(reason="crashed", step=self.step, exit_code=code)),
-            )
+            exit = self._unannounced_exit(code)
+            self._note_exit(exit)
+            self._on_event(self, pb.JobEvent(exit=exit))
         self._log.close()
+
+    def _unannounced_exit(self, code: int) -> pb.Exit:
+        """How a process that ended without an exit line ended."""
+        if self._failure is not None:
+            return pb.Exit(reason="error", step=self.step, exit_code=code, message=self._failure)
+        if self.is_command and code == 0:
+            # A command that does not use shock.job: it ran to its end.
+            done = max(self.step, self.launch.target_steps)
+            return pb.Exit(reason="done", step=done, target_steps=done, exit_code=0)
+        if self.is_command and self._stop_requested:
+            # Stopped by its preemption (SIGTERM) without a word: back to its checkpoint.
+            return pb.Exit(reason="preempted", step=self.checkpoint_step, exit_code=code)
+        line = last_log_line(self.log_path)
+        message = f"exited with code {code}" + (f": {line}" if line else "")
+        return pb.Exit(reason="crashed", step=self.step, exit_code=code, message=message)
+
+    def _note_exit(self, exit: pb.Exit) -> None:
+        detail = f": {exit.message}" if exit.message else ""
+        self.note(f"run {self.run_id} ended ({exit.reason}) at step {exit.step}, exit code "
+                  f"{exit.exit_code}{detail}")  # fmt: skip
+
+    def fail(self, message: str) -> None:
+        """End the job now as failed with this reason (the agent's decision)."""
+        if self._failure is None:
+            self._failure = message
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
 
     def _wait_for_exit(self) -> int:
         """The exit line is the job's last word: a process that lingers after it is ended."""
@@ -250,7 +336,7 @@ class JobProcess:
 
     def send(self, message: dict[str, object]) -> None:
         """Write one message to the job's stdin; a job that already exited is ignored."""
-        stdin = self.process.stdin
+        stdin = self._commands
         if stdin is None:
             return
         with self._stdin_lock:
@@ -261,7 +347,16 @@ class JobProcess:
                 pass
 
     def preempt(self) -> None:
+        self._stop_requested = True
         self.send({"type": "preempt"})
+        if self.is_command and not self.spoke and self.process.poll() is None:
+            # A command that has not spoken the contract yet (a script without shock.job, or
+            # one still importing) gets the contract's SIGTERM: it stops, and resumes from
+            # its last checkpoint. One that speaks it stops at its next step on the message
+            # alone (frameworks such as Lightning treat SIGTERM as a failure). Its own
+            # process only: its children (data loaders) are its to end.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGTERM)
 
     def kill(self, grace_s: float) -> None:
         """SIGTERM (the contract's preempt), then SIGKILL the group after `grace_s`."""

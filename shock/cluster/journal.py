@@ -96,6 +96,8 @@ _SERVICE_COLUMNS = (
     ("message", "TEXT"),
     # Its finish-time fairness, fixed when it ended (docs/running-a-cluster.md).
     ("rho", "REAL"),
+    # A person's own command (JSON, shock/cluster/job_command.py); NULL: a built-in family's.
+    ("command", "TEXT"),
 )
 
 
@@ -121,6 +123,7 @@ class JobEventRow:
     job_id: int
     at: float
     text: str
+    command: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,16 +225,16 @@ class Journal:
                 [(job.job_id, json.dumps(asdict(job))) for job in jobs],
             )
 
-    def add_submitted_job(self, job: JobSpec, at: float) -> None:
+    def add_submitted_job(self, job: JobSpec, at: float, command: str | None = None) -> None:
         self._db.execute(
-            "INSERT INTO jobs (job_id, spec, submitted_at) VALUES (?, ?, ?)",
-            (job.job_id, json.dumps(asdict(job)), at),
+            "INSERT INTO jobs (job_id, spec, submitted_at, command) VALUES (?, ?, ?, ?)",
+            (job.job_id, json.dumps(asdict(job)), at, command),
         )
 
     def jobs(self) -> list[JobRow]:
         rows = self._db.execute(
             "SELECT spec, step, checkpoint_step, completed_at, job_type, target_steps, "
-            "submitted_at, started_at, ended_state, ended_at, message, rho FROM jobs "
+            "submitted_at, started_at, ended_state, ended_at, message, rho, command FROM jobs "
             "ORDER BY job_id"
         ).fetchall()
         return [JobRow(JobSpec(**json.loads(row[0])), *row[1:]) for row in rows]

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from shock.cluster.job_command import JobCommand
 from shock.cluster.job_service import JobBook, PreconditionError, RequestError, ServiceStopped
 from shock.cluster.journal import Journal, ThroughputRow, WorkerRow
 from shock.cluster.launch import launch_grant
@@ -58,7 +59,7 @@ _log = logging.getLogger(__name__)
 MEASURED_TABLE_FILE = "measured_throughputs.json"
 ENGINE_STATE_KEY = "engine_state"
 _WORKER_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-# Adaptation modes the training harness carries out itself (shock/workloads/adaptation.py).
+# Adaptation modes the training harness carries out itself (shock/job/adaptation.py).
 HARNESS_ADAPTATIONS = frozenset({"static", "accordion", "gns"})
 # Where a gang's rank 0 listens for its peers: a port drawn from this range, below the
 # usual ephemeral ports. A port taken by something else fails the gang's start: it is
@@ -146,6 +147,8 @@ class TrackedJob:
     ended_at: float | None = None
     message: str = ""
     rho: float | None = None  # its finish-time fairness, fixed when it ended
+    # A person's own command (`shock submit -- COMMAND`); None: a built-in family's job.
+    command: JobCommand | None = None
 
     @property
     def over(self) -> bool:
@@ -233,6 +236,7 @@ class ClusterScheduler(JobBook):
                 submitted_at=row.submitted_at, started_at=row.started_at,
                 ended_state=row.ended_state, ended_at=row.ended_at, message=row.message or "",
                 rho=row.rho,
+                command=None if row.command is None else JobCommand.from_json(row.command),
             )  # fmt: skip
         # The journal's jobs are the run's, also when a restart names no trace: every one
         # submitted, less those cancelled or failed.
@@ -635,6 +639,8 @@ class ClusterScheduler(JobBook):
             current = batch_size_of(job.job_type)  # None: a type named without one (A3C)
             if current is not None and progress.batch_size not in (0, current):
                 self._change_batch_size(job, progress.batch_size, progress.target_steps)
+            elif job.command is not None and progress.target_steps not in (0, job.target_steps):
+                self._change_target(job, progress.target_steps)
             if progress.steps_per_s > 0:
                 self._observe_throughput(job, run, progress.steps_per_s)
         elif kind == "checkpoint":
@@ -675,10 +681,20 @@ class ClusterScheduler(JobBook):
             job.job_id, job.job_type, job.target_steps
         )
 
+    def _change_target(self, job: TrackedJob, target_steps: int) -> None:
+        """A person's job said how many steps it runs (shock.job's `steps(total=...)`)."""
+        job.target_steps = target_steps
+        self.journal.set_job_type(job.job_id, job.job_type, target_steps)
+        self._new_batch_sizes[job.job_id] = BatchSizeChange(job.job_id, job.job_type, target_steps)
+
     def _apply_exit(self, job: TrackedJob, run: Run | None, exit: pb.Exit, now: float) -> None:
         if exit.target_steps > 0:
             job.target_steps = exit.target_steps
         completed = exit.reason == "done" and exit.step >= job.target_steps
+        if job.command is not None and exit.reason == "done":
+            # A command that ended well is done, whether or not it counted its steps.
+            completed = True
+            job.target_steps = max(exit.step, 1) if exit.target_steps > 0 else job.target_steps
         if (run is None or run.ended_at is not None) and not completed:
             return  # a run closed before its exit arrived: only a completion still counts
         if completed:
@@ -696,7 +712,11 @@ class ClusterScheduler(JobBook):
         elif exit.reason in ("error", "crashed"):
             job.failures += 1
             job.step = job.checkpoint_step
-            if job.failures >= self.settings.max_job_failures and self.accepts_submissions:
+            if job.command is not None and self.accepts_submissions:
+                # A person's own command fails at its first error: it would fail again.
+                reason = exit.message or f"{exit.reason} (exit code {exit.exit_code})"
+                self._end_job(job, "failed", now, f"failed: {reason}")
+            elif job.failures >= self.settings.max_job_failures and self.accepts_submissions:
                 # A service goes on without it.
                 self._end_job(job, "failed", now, f"failed {job.failures} times; last: "
                               f"{exit.reason} {exit.message}".strip())  # fmt: skip
@@ -879,11 +899,17 @@ class ClusterScheduler(JobBook):
             grant = launch_grant(unit, unit.gpus[rank] if unit and world_size > 1 else None)
             launch = pb.Launch(
                 run_id=run_id, job_id=job_id, job_type=spec.job_type,
-                target_steps=spec.total_steps, checkpoint_dir=str(directory), gpus=gpus,
+                target_steps=spec.total_steps if job.command is None else job.command.steps,
+                checkpoint_dir=str(directory), gpus=gpus,
                 lease_s=lease_until - now, seed=self.request.config.seed + job_id,
                 adaptation=adaptation, cpus=grant.get("cpus", 0.0),
                 memory_gb=grant.get("memory_gb", 0.0),
             )  # fmt: skip
+            if job.command is not None:
+                launch.command.extend(job.command.argv)
+                launch.workdir = job.command.workdir
+                launch.env.update(dict(job.command.env))
+                launch.adaptation = spec.mode if world_size == 1 else "static"
             if world_size > 1:
                 launch.rank, launch.world_size, launch.local_rank = rank, world_size, local_rank
                 launch.master_addr, launch.master_port = master_addr, master_port

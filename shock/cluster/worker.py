@@ -24,6 +24,7 @@ import grpc
 
 from shock.cluster.auth import TlsFiles, open_channel, token_metadata
 from shock.cluster.bounds import DEFAULT_MEMORY_HEADROOM_GB, BoundsKeeper
+from shock.cluster.command_launch import CommandStartError
 from shock.cluster.defaults import DEFAULT_JOB_COMMAND
 from shock.cluster.jobproc import JobProcess
 from shock.cluster.oplog import log_event
@@ -76,6 +77,9 @@ class WorkerSettings:
     memory_gb: float | None = None
     # Where other workers reach this one's jobs (a gang's rendezvous); None: the hostname.
     rendezvous_host: str | None = None
+    # A person's own command that says nothing for this long (no progress report) loses
+    # its lease and fails: a job reports through shock.job.
+    report_timeout_s: float = 120.0
 
 
 def machine_cpus() -> float:
@@ -235,15 +239,18 @@ class WorkerAgent:
     # Job events.
 
     def _post(self, job: JobProcess, event: pb.JobEvent) -> None:
+        self._post_for(job.run_id, job.job_id, event)
+
+    def _post_for(self, run_id: int, job_id: int, event: pb.JobEvent) -> None:
         with self._lock:
             event.seq = next(self._seq)
-            event.run_id = job.run_id
-            event.job_id = job.job_id
+            event.run_id = run_id
+            event.job_id = job_id
             event.time_unix = time.time()
             if event.WhichOneof("event") == "exit":
-                log_event("run-ended", f"run {job.run_id} of job {job.job_id} ended "
+                log_event("run-ended", f"run {run_id} of job {job_id} ended "
                           f"({event.exit.reason}) at step {event.exit.step}",
-                          run=job.run_id, job=job.job_id, reason=event.exit.reason,
+                          run=run_id, job=job_id, reason=event.exit.reason,
                           step=event.exit.step)  # fmt: skip
             self._outbox.append(event)
             self._outbox_ready.notify_all()
@@ -319,18 +326,28 @@ class WorkerAgent:
                 if job.bounds.cpus is not None and not job.saw_exit
             ]
         bounds = self._bounds_keeper.bounds_for(launch.cpus, launch.memory_gb, held)
-        job = JobProcess(
-            launch,
-            self.settings.job_command,
-            device,
-            self.settings.log_dir / f"job-{launch.job_id}-run-{launch.run_id}.log",
-            on_event=self._post,
-            on_lease_request=self._renew_lease,
-            checkpoint_every_s=self.settings.checkpoint_every_s,
-            env=self._env,
-            warm=self._warm.take(),
-            bounds=bounds,
-        )
+        log_path = self.settings.log_dir / f"job-{launch.job_id}-run-{launch.run_id}.log"
+        try:
+            job = JobProcess(
+                launch,
+                self.settings.job_command,
+                device,
+                log_path,
+                on_event=self._post,
+                on_lease_request=self._renew_lease,
+                checkpoint_every_s=self.settings.checkpoint_every_s,
+                env=self._env,
+                warm=None if launch.command else self._warm.take(),
+                bounds=bounds,
+            )
+        except CommandStartError as exc:
+            # Nothing runs: the run ends at once with the reason, in its log too.
+            with contextlib.suppress(OSError), log_path.open("ab") as log:
+                log.write(f"[shock] run {launch.run_id}: {exc}\n".encode())
+            self._post_for(launch.run_id, launch.job_id, pb.JobEvent(
+                exit=pb.Exit(reason="error", exit_code=127, message=str(exc))
+            ))  # fmt: skip
+            return
         if bounds.bounded:
             self._bounds_keeper.check(job.process.pid, bounds)
         log_event("run-launched", f"run {launch.run_id} of job {launch.job_id} "
@@ -352,6 +369,18 @@ class WorkerAgent:
         with self._lock:
             for run_id in [r for r, job in self._jobs.items() if job.finished]:
                 del self._jobs[run_id]
+
+    def _end_silent_jobs(self) -> None:
+        """A person's command that has not said anything for the report timeout (never
+        reported, or hangs) loses its lease: it is ended and its job fails."""
+        limit = self.settings.report_timeout_s
+        now = time.monotonic()
+        with self._lock:
+            silent = [job for job in self._jobs.values() if job.is_command and not job.saw_exit
+                      and now - job.last_heard > limit]  # fmt: skip
+        for job in silent:
+            job.fail(f"lost its lease: no progress report for {limit:g} s "
+                     "(a job reports through shock.job)")  # fmt: skip
 
     # The loop.
 
@@ -430,6 +459,7 @@ class WorkerAgent:
                     return 1
                 self._stop.wait(min(heartbeat, 0.5))
             self._reap()
+            self._end_silent_jobs()
         return 0
 
     def _stop_jobs(self) -> None:

@@ -20,32 +20,27 @@ from typing import Any
 import torch
 
 from shock.core.errors import ShockError
-from shock.workloads.adaptation import (
+from shock.job.adaptation import (
     AdaptationPolicy,
     GradientSample,
     StaticPolicy,
     make_policy,
 )
-from shock.workloads.channel import Channel
-from shock.workloads.checkpoint import load_latest_checkpoint, write_checkpoint
-from shock.workloads.families import FAMILIES, parse_job_type
-from shock.workloads.gang import Gang, Rendezvous
-from shock.workloads.lease import Lease
-from shock.workloads.limits import ProcessLimits
-from shock.workloads.messages import (
+from shock.job.channel import Channel
+from shock.job.control import JobControl
+from shock.job.limits import ProcessLimits
+from shock.job.messages import (
     AdaptationReason,
-    BatchSizeApproval,
     BatchSizeRequest,
     CheckpointWritten,
-    Command,
     Exit,
     ExitReason,
-    LeaseGrant,
-    LeaseRequest,
-    Preempt,
     Progress,
     Started,
 )
+from shock.workloads.checkpoint import load_latest_checkpoint, write_checkpoint
+from shock.workloads.families import FAMILIES, parse_job_type
+from shock.workloads.gang import Gang, Rendezvous
 from shock.workloads.progress import TrainingProgress
 from shock.workloads.workload import build_workload
 
@@ -123,16 +118,13 @@ class TrainingHarness:
             window,
         )
         self.progress = TrainingProgress.start(config.target_steps, self.initial_batch_size)
-        self.lease = Lease()
+        # The contract's bookkeeping at iteration boundaries, shared with `shock.job`.
+        self.control = JobControl(
+            channel, clock, config.report_every_s, config.checkpoint_every_s
+        )
         self.resumed_from_step = 0
-        self._preempt_requested = False
-        self._approved_batch_size: int | None = None
         self._requested_batch_size: int | None = None
-        self._last_checkpoint_step: int | None = None
-        self._last_checkpoint_time = 0.0
-        # The current reporting interval: its start, the step then, the losses since.
-        self._report_time = 0.0
-        self._report_step = 0
+        # The losses of the current reporting interval.
         self._losses: list[float] = []
         self._resume()
         self.gang: Gang | None = None
@@ -150,7 +142,7 @@ class TrainingHarness:
 
     def preempt(self) -> None:
         """Stop at the next iteration boundary (safe to call from a signal handler)."""
-        self._preempt_requested = True
+        self.control.preempt()
 
     def run(self) -> ExitReason:
         progress = self.progress
@@ -163,58 +155,36 @@ class TrainingHarness:
                 self.limits,
             )
         )
-        now = self.clock()
-        if self.config.lease_steps is not None or self.config.lease_s is not None:
-            lease_start = now if self.launched_at is None else min(self.launched_at, now)
-            self.lease.grant(
-                self.config.lease_steps, self.config.lease_s, progress.step, lease_start
-            )
-        self._last_checkpoint_time = now
-        self._report_time, self._report_step, self._losses = now, progress.step, []
-        first_step = True
+        control = self.control
+        control.start(progress.step, self.config.lease_steps, self.config.lease_s,
+                      self.launched_at)  # fmt: skip
+        self._losses = []
         while True:
-            self._handle(self.channel.receive())
-            if self._approved_batch_size is not None:
-                self._switch_batch_size(self._approved_batch_size)
+            control.receive(self.progress.step)
+            if control.approved_batch_size is not None:
+                self._switch_batch_size(control.approved_batch_size)
             now = self.clock()
             if progress.done:
                 return self._finish("done")
-            # Without its agent, the job saves its progress and stops (it could only run
-            # on until its lease ran out, holding the device for no one).
-            stop = self._preempt_requested or not self.channel.connected()
-            expired = self.lease.expired(progress.step, now)
+            stop, expired = control.must_stop(progress.step, now)
             if self.gang is not None:
                 stop, expired = self.gang.agree_to_stop(stop, expired)
             if stop:
                 return self._finish("preempted")
             if expired:
                 return self._finish("lease_expired")
-            if self.lease.wants_renewal(progress.step, now):
-                self.channel.send(LeaseRequest(progress.step))
-                self.lease.renewal_requested = True
+            control.renew_if_near(progress.step, now)
             self._losses.append(self._train_step())
             now = self.clock()
-            if first_step:
-                # The first step pays one-time costs (allocator, lazy init): keep it out of
-                # the throughput the scheduler will learn from.
-                self._report_time, self._report_step, first_step = now, progress.step, False
-            if now - self._report_time >= self.config.report_every_s:
+            control.stepped(progress.step, now)
+            if control.report_due(now):
                 self._report(now)
-            if now - self._last_checkpoint_time >= self.config.checkpoint_every_s:
+            if control.checkpoint_due(now):
                 self._checkpoint(now)
-
-    def _handle(self, commands: list[Command]) -> None:
-        for command in commands:
-            if isinstance(command, Preempt):
-                self._preempt_requested = True
-            elif isinstance(command, LeaseGrant):
-                self.lease.grant(command.steps, command.seconds, self.progress.step, self.clock())
-            elif isinstance(command, BatchSizeApproval):
-                self._approved_batch_size = command.batch_size
 
     def _switch_batch_size(self, batch_size: int) -> None:
         """Rescale the remaining steps so the total number of samples stays the same."""
-        self._approved_batch_size = None
+        self.control.approved_batch_size = None
         self._requested_batch_size = None
         if self.progress.switch(batch_size):
             self.policy.batch_size_changed(self.progress.samples)
@@ -299,12 +269,12 @@ class TrainingHarness:
 
     def _report(self, now: float) -> None:
         progress = self.progress
-        steps = progress.step - self._report_step
-        if steps <= 0:
+        rate = self.control.take_rate(progress.step, now)
+        if rate is None:
             return
         losses = [loss for loss in self._losses if math.isfinite(loss)]
         mean_loss = sum(losses) / len(losses) if losses else math.nan
-        rate = steps / max(now - self._report_time, 1e-9)
+        self._losses = []
         if self.gang is not None:
             # Each rank's own record of its part (its job log), the lead's included.
             print(
@@ -314,7 +284,6 @@ class TrainingHarness:
                 flush=True,
             )
         if not self.is_lead:
-            self._report_time, self._report_step, self._losses = now, progress.step, []
             return
         self.channel.send(
             Progress(
@@ -326,19 +295,17 @@ class TrainingHarness:
                 samples=progress.samples,
             )
         )
-        self._report_time, self._report_step, self._losses = now, progress.step, []
 
     def _finish(self, reason: ExitReason) -> ExitReason:
         now = self.clock()
         self._report(now)
-        if self._last_checkpoint_step != self.progress.step:
+        if self.control.last_checkpoint_step != self.progress.step:
             self._checkpoint(now)
         self.channel.send(Exit(reason, self.progress.step, self.progress.target_steps))
         return reason
 
     def _checkpoint(self, now: float) -> None:
-        self._last_checkpoint_step = self.progress.step
-        self._last_checkpoint_time = now
+        self.control.checkpointed(self.progress.step, now)
         if not self.is_lead:
             return  # the gang's weights are the same on every rank: rank 0 saves them
         path = write_checkpoint(
@@ -401,4 +368,4 @@ class TrainingHarness:
             total_samples=state["total_samples"],
         )
         self.resumed_from_step = state["step"]
-        self._last_checkpoint_step = state["step"]
+        self.control.last_checkpoint_step = state["step"]

@@ -68,8 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The agent reads JSON lines on stdout: keep every other print off it.
     messages_out = sys.stdout
     sys.stdout = sys.stderr
-    from shock.workloads.channel import StdioChannel
-    from shock.workloads.messages import Error
+    from shock.job.channel import StdioChannel
+    from shock.job.messages import Error
 
     channel = StdioChannel(messages_out, sys.stdin)
     try:
@@ -92,9 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parse_job_type(args.job_type)  # fail fast, before importing torch
         import torch
 
+        from shock.job.limits import observed_limits
         from shock.workloads.gang import Rendezvous
         from shock.workloads.harness import JobConfig, TrainingHarness
-        from shock.workloads.limits import observed_limits
         from shock.workloads.workload import check_device
 
         torch.set_num_threads(args.num_threads)

@@ -67,7 +67,14 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., live_runs: _Optional[_Iterable[_Union[LiveRun, _Mapping]]] = ..., wait_s: _Optional[float] = ...) -> None: ...
 
 class Launch(_message.Message):
-    __slots__ = ("run_id", "job_id", "job_type", "target_steps", "checkpoint_dir", "gpus", "lease_s", "seed", "adaptation", "cpus", "memory_gb", "rank", "world_size", "local_rank", "master_addr", "master_port")
+    __slots__ = ("run_id", "job_id", "job_type", "target_steps", "checkpoint_dir", "gpus", "lease_s", "seed", "adaptation", "cpus", "memory_gb", "rank", "world_size", "local_rank", "master_addr", "master_port", "command", "workdir", "env")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +91,9 @@ class Launch(_message.Message):
     LOCAL_RANK_FIELD_NUMBER: _ClassVar[int]
     MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
     MASTER_PORT_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
     run_id: int
     job_id: int
     job_type: str
@@ -100,7 +110,10 @@ class Launch(_message.Message):
     local_rank: int
     master_addr: str
     master_port: int
-    def __init__(self, run_id: _Optional[int] = ..., job_id: _Optional[int] = ..., job_type: _Optional[str] = ..., target_steps: _Optional[int] = ..., checkpoint_dir: _Optional[str] = ..., gpus: _Optional[_Iterable[int]] = ..., lease_s: _Optional[float] = ..., seed: _Optional[int] = ..., adaptation: _Optional[str] = ..., cpus: _Optional[float] = ..., memory_gb: _Optional[float] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., local_rank: _Optional[int] = ..., master_addr: _Optional[str] = ..., master_port: _Optional[int] = ...) -> None: ...
+    command: _containers.RepeatedScalarFieldContainer[str]
+    workdir: str
+    env: _containers.ScalarMap[str, str]
+    def __init__(self, run_id: _Optional[int] = ..., job_id: _Optional[int] = ..., job_type: _Optional[str] = ..., target_steps: _Optional[int] = ..., checkpoint_dir: _Optional[str] = ..., gpus: _Optional[_Iterable[int]] = ..., lease_s: _Optional[float] = ..., seed: _Optional[int] = ..., adaptation: _Optional[str] = ..., cpus: _Optional[float] = ..., memory_gb: _Optional[float] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., local_rank: _Optional[int] = ..., master_addr: _Optional[str] = ..., master_port: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("run_id", "seconds")
@@ -309,20 +322,37 @@ class UploadLogReply(_message.Message):
     def __init__(self) -> None: ...
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("job_type", "steps", "scale_factor", "user", "weight", "adaptation")
+    __slots__ = ("job_type", "steps", "scale_factor", "user", "weight", "adaptation", "command", "workdir", "env", "name", "gpus")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
     SCALE_FACTOR_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     ADAPTATION_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     steps: int
     scale_factor: int
     user: str
     weight: float
     adaptation: str
-    def __init__(self, job_type: _Optional[str] = ..., steps: _Optional[int] = ..., scale_factor: _Optional[int] = ..., user: _Optional[str] = ..., weight: _Optional[float] = ..., adaptation: _Optional[str] = ...) -> None: ...
+    command: _containers.RepeatedScalarFieldContainer[str]
+    workdir: str
+    env: _containers.ScalarMap[str, str]
+    name: str
+    gpus: int
+    def __init__(self, job_type: _Optional[str] = ..., steps: _Optional[int] = ..., scale_factor: _Optional[int] = ..., user: _Optional[str] = ..., weight: _Optional[float] = ..., adaptation: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., gpus: _Optional[int] = ...) -> None: ...
 
 class SubmitJobReply(_message.Message):
     __slots__ = ("job_id",)
@@ -341,7 +371,7 @@ class JobPlacement(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., hostname: _Optional[str] = ..., gpus: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("job_id", "user", "state", "job_type", "scale_factor", "step", "target_steps", "checkpoint_step", "placement", "submitted_at_unix", "queued_s", "rho", "ended_at_unix", "message", "weight", "adaptation")
+    __slots__ = ("job_id", "user", "state", "job_type", "scale_factor", "step", "target_steps", "checkpoint_step", "placement", "submitted_at_unix", "queued_s", "rho", "ended_at_unix", "message", "weight", "adaptation", "command")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -358,6 +388,7 @@ class JobStatus(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     ADAPTATION_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     user: str
     state: str
@@ -374,7 +405,8 @@ class JobStatus(_message.Message):
     message: str
     weight: float
     adaptation: str
-    def __init__(self, job_id: _Optional[int] = ..., user: _Optional[str] = ..., state: _Optional[str] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., step: _Optional[int] = ..., target_steps: _Optional[int] = ..., checkpoint_step: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[JobPlacement, _Mapping]]] = ..., submitted_at_unix: _Optional[float] = ..., queued_s: _Optional[float] = ..., rho: _Optional[float] = ..., ended_at_unix: _Optional[float] = ..., message: _Optional[str] = ..., weight: _Optional[float] = ..., adaptation: _Optional[str] = ...) -> None: ...
+    command: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[int] = ..., user: _Optional[str] = ..., state: _Optional[str] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., step: _Optional[int] = ..., target_steps: _Optional[int] = ..., checkpoint_step: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[JobPlacement, _Mapping]]] = ..., submitted_at_unix: _Optional[float] = ..., queued_s: _Optional[float] = ..., rho: _Optional[float] = ..., ended_at_unix: _Optional[float] = ..., message: _Optional[str] = ..., weight: _Optional[float] = ..., adaptation: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
     __slots__ = ("job_ids", "user")

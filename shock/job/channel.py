@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol, TextIO
 
-from shock.workloads.messages import Command, JobMessage, ProtocolError, parse_command
+from shock.job.messages import Command, JobMessage, ProtocolError, parse_command
 
 
 class Channel(Protocol):
@@ -101,3 +101,16 @@ class MemoryChannel:
 
     def connected(self) -> bool:
         return self.agent_connected
+
+
+class NullChannel:
+    """A local session's channel: no agent, nothing to tell, never preempted."""
+
+    def send(self, message: JobMessage) -> None:
+        pass
+
+    def receive(self) -> list[Command]:
+        return []
+
+    def connected(self) -> bool:
+        return True

@@ -10,7 +10,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
-from shock.workloads.limits import ProcessLimits
+from shock.job.limits import ProcessLimits
 
 ExitReason = Literal["done", "lease_expired", "preempted"]
 AdaptationReason = Literal["accordion", "gns"]
