@@ -19,6 +19,8 @@ from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import Trace, default_cluster_for, default_throughputs_for, read_trace
 from shock.engine.presets import get_preset, placement_for_preset
+from shock.engine.run_estimates import estimate_run_table
+from shock.engine.throughput_estimator import EstimatorOptions
 from shock.lp.partition import PartitionedPolicy
 
 DEFAULT_TRACE = "max_min_fairness.trace"
@@ -61,6 +63,13 @@ class RunOptions:
     entities: str | None = None  # "a,b" or a count: jobs assigned round-robin (entities.py)
     entity_weights: str | None = None  # "a=1,b=2"
     adaptation_rules: str = "profile"  # an "adaptation rules" plugin: or "artifact-simulator"
+    # Throughputs the policy sees: "off" (the table's), "unknown" (job types the table lacks
+    # estimated by Gavel's estimator), "all" (the table hidden: every type estimated from a
+    # partial profile; the simulator runs jobs at the table's rates and reports them).
+    estimate_throughputs: str = "off"
+    estimator: EstimatorOptions = field(default_factory=EstimatorOptions)
+    # What was measured of job types the table lacks (a Gavel-format table, maybe partial).
+    profile: str | None = None
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -136,6 +145,19 @@ def build_request(
             f"(it has {', '.join(table.worker_types)})",
             field="--cluster",
         )
+    oracle = None
+    if options.estimate_throughputs != "off" or options.profile is not None:
+        profiles = load_throughputs(options.profile) if options.profile else None
+        estimated = estimate_run_table(
+            ((job.job_type, job.scale_factor) for job in trace.jobs),
+            table,
+            cluster.worker_types,
+            "unknown" if options.estimate_throughputs == "off" else options.estimate_throughputs,
+            options.estimator,
+            profiles,
+        )
+        if estimated.estimates:  # else the table is the truth, as without estimation
+            table, oracle = estimated.table, estimated.oracle
 
     def pick(value: float | None, default: float) -> float:
         return default if value is None else value
@@ -195,8 +217,9 @@ def build_request(
         adaptation_rules=options.adaptation_rules,
     )
     return RunRequest(
-        trace, cluster, policy, placement, solver, table, config, registry, backend_options
-    )
+        trace, cluster, policy, placement, solver, table, config, registry, backend_options,
+        oracle,
+    )  # fmt: skip
 
 
 def _overheads(by_type: dict[str, float] | None) -> dict[str, float] | None:
