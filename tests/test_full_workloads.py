@@ -84,3 +84,19 @@ def test_cycle_gan_steps_on_small_images() -> None:
     assert total == pytest.approx(PARAMETERS_M["CycleGAN"], abs=0.01)
     a, b = torch.rand(1, 3, 64, 64) * 2 - 1, torch.rand(1, 3, 64, 64) * 2 - 1
     assert _step(workload, (a, b)) > 0
+
+
+def test_profile_measures_the_full_size_models(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from shock.cli.app import app
+    from shock.core.throughputs import load_throughputs
+
+    output = tmp_path / "h200.json"
+    result = CliRunner().invoke(
+        app,
+        ["profile", "--workload-size", "full", "--job-type", "A3C", "--gpu-type", "h200",
+         "--seconds", "0.05", "--warmup-steps", "1", "--output", str(output)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert load_throughputs(output).throughput("A3C", 1, "h200") > 0

@@ -16,10 +16,11 @@ from shock.core.policy_options import parse_policy_options
 from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime, MechanismConfig, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
-from shock.core.throughputs import default_throughputs, load_throughputs
+from shock.core.throughputs import ThroughputTable, default_throughputs, load_throughputs
 from shock.core.trace import Trace, default_cluster_for, default_throughputs_for, read_trace
 from shock.engine.presets import get_preset, placement_for_preset
 from shock.engine.run_estimates import estimate_run_table
+from shock.engine.start_costs import load_start_costs
 from shock.engine.throughput_estimator import EstimatorOptions
 from shock.lp.partition import PartitionedPolicy
 
@@ -70,6 +71,9 @@ class RunOptions:
     estimator: EstimatorOptions = field(default_factory=EstimatorOptions)
     # What was measured of job types the table lacks (a Gavel-format table, maybe partial).
     profile: str | None = None
+    # `shock profile --start-costs` side file: each job type's launch, checkpoint and restore
+    # seconds, charged at every (re)start, the first included.
+    start_costs: str | None = None
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -146,7 +150,10 @@ def build_request(
             field="--cluster",
         )
     oracle = None
-    if options.estimate_throughputs != "off" or options.profile is not None:
+    if options.estimate_throughputs == "off" and options.profile is None:
+        if getattr(backend, "simulates_jobs", True):  # real jobs' rates are measured instead
+            _check_known(trace, table, cluster.worker_types)
+    else:
         profiles = load_throughputs(options.profile) if options.profile else None
         estimated = estimate_run_table(
             ((job.job_type, job.scale_factor) for job in trace.jobs),
@@ -196,15 +203,18 @@ def build_request(
     overhead = pick(options.preemption_overhead_s, preset.preemption_overhead_s)
     if overhead < 0:
         raise InputError("must be >= 0", field="--preemption-overhead")
+    by_type = options.overhead_by_job_type
+    first_start = options.overhead_on_first_start or preset.overhead_on_first_start
+    if options.start_costs is not None:
+        by_type = {**load_start_costs(options.start_costs, cluster.worker_types), **(by_type or {})}
+        first_start = True
     config = RunConfig(
         mechanism=mechanism,
         preset=preset.name,
         window=options.window,
         preemption_overhead_s=overhead,
-        overhead_on_first_start=(
-            options.overhead_on_first_start or preset.overhead_on_first_start
-        ),
-        overhead_by_job_type=_overheads(options.overhead_by_job_type),
+        overhead_on_first_start=first_start,
+        overhead_by_job_type=_overheads(by_type),
         overhead_rule=preset.overhead_rule,
         overhead_effect=preset.overhead_effect,
         seed=options.seed,
@@ -220,6 +230,25 @@ def build_request(
         trace, cluster, policy, placement, solver, table, config, registry, backend_options,
         oracle,
     )  # fmt: skip
+
+
+def _check_known(trace: Trace, table: ThroughputTable, worker_types: tuple[str, ...]) -> None:
+    """A job type the table has no rate for stops the run, naming its line and the way out."""
+    seen: set[tuple[str, int]] = set()
+    for job in trace.jobs:
+        key = (job.job_type, job.scale_factor)
+        if key in seen:
+            continue
+        seen.add(key)
+        if not any(table.throughput(*key, w) > 0 for w in worker_types):
+            raise InputError(
+                f"throughput table {table.source} has no throughput for '{job.job_type}' at "
+                f"scale factor {job.scale_factor} on {', '.join(worker_types)} (measure it "
+                "with `shock profile`, or estimate it with --estimate-throughputs unknown)",
+                path=trace.source,
+                line=job.source_line,
+                field="job_type",
+            )
 
 
 def _overheads(by_type: dict[str, float] | None) -> dict[str, float] | None:
