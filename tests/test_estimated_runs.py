@@ -11,7 +11,7 @@ import pytest
 
 from shock.core.errors import InputError
 from shock.core.plugins import default_registry
-from shock.core.throughputs import default_throughputs
+from shock.core.throughputs import ThroughputTable, default_throughputs
 from shock.engine.engine import Engine
 from shock.engine.measured_throughputs import ThroughputEstimates
 from shock.engine.runner import RunOptions, build_request, bundled_trace_path, run
@@ -123,3 +123,40 @@ def test_refinement_converges_to_the_reported_rate() -> None:
 def test_bad_estimation_options_are_input_errors() -> None:
     with pytest.raises(InputError, match="--estimate-throughputs"):
         build_request(RunOptions(estimate_throughputs="sometimes"), default_registry())
+
+
+def test_a_measuring_run_starts_unknown_types_from_the_estimator(tmp_path: Path) -> None:
+    """A backend that measures rates (as a real cluster does) gets a job type the table lacks:
+    it starts from Gavel's estimator (the most typical reference job's rates, not a flat
+    1 step/s), and once it ran on a GPU type its rates elsewhere are the nearest reference
+    job's scaled to that measurement."""
+    table = default_throughputs()
+    new = "MyModel (batch size 7)"
+    lm = "LM (batch size 20)"
+    oracle = ThroughputTable(
+        isolated={**table.isolated, (new, 1): {w: 1.7 * table.throughput(lm, 1, w)
+                                               for w in ("k80", "p100", "v100")}},
+        pairs=table.pairs,
+    )  # fmt: skip
+    trace = _trace(tmp_path)
+    request = build_request(RunOptions(cluster="v100=1,p100=1,k80=1", trace=str(trace),
+                                       estimate_throughputs="unknown"))  # fmt: skip
+    request = replace(request, table=table, oracle=oracle)
+    engine = Engine(request, OracleSimulatedExecutor(oracle), "simulator")
+    before = {w: engine.rates.estimate(new, 1, w) for w in ("k80", "p100", "v100")}
+    assert all(rate > 1.0 for rate in before.values())
+    engine.run()
+    mechanism = engine.mechanism
+    assert mechanism is not None
+    measured = engine.rates.measured_of(new, 1)
+    assert measured  # it ran somewhere
+    for worker_type, rate in measured.items():
+        assert rate == oracle.throughput(new, 1, worker_type)
+    fallback = engine.rates.fallback
+    assert fallback is not None
+    expected = fallback((new, 1), measured)
+    assert expected is not None
+    for worker_type in ("k80", "p100", "v100"):
+        assert mechanism.table.throughput(new, 1, worker_type) == pytest.approx(
+            expected[worker_type]
+        )

@@ -287,6 +287,10 @@ class JobBook:
             submitted_at_unix=submitted, queued_s=max(0.0, queued),
             rho=self._rho(job, (ended or now) - submitted), ended_at_unix=ended or 0.0,
             message=job.message, weight=spec.priority_weight, adaptation=spec.mode,
+            steps_per_s={
+                w: self.estimates.estimate(job.job_type, spec.scale_factor, w)
+                for w in sorted(self._worker_types())
+            },
         )  # fmt: skip
 
     def _worker_types(self) -> set[str]:

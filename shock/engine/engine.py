@@ -67,6 +67,7 @@ from shock.engine.mechanism import (
     UnitKey,
 )
 from shock.engine.metrics import compute_metrics
+from shock.engine.throughput_estimator import UnknownTypeRates
 from shock.engine.timeline_recorder import TimelineRecorder
 
 _log = logging.getLogger(__name__)
@@ -133,6 +134,9 @@ class Engine:
         # Rates a measuring executor reported (smoothed already, so each replaces the last);
         # they replace the table's, which is a prior.
         self.rates = ThroughputEstimates(prior=request.table, smoothing=1.0)
+        if self.capabilities.measures_rates:
+            # Job types the table lacks start from Gavel's estimator, not a flat default.
+            self.rates.fallback = UnknownTypeRates(request.table, request.cluster.worker_types)
         # Co-located rates a measuring executor reported: (first, second, worker type) ->
         # (first's, second's) steps/s; they replace the table's pairs likewise.
         self.pair_rates: dict[tuple[JobKey, JobKey, str], tuple[float, float]] = {}
@@ -688,6 +692,18 @@ class Engine:
             changed.setdefault((rate.job_type, rate.scale_factor), []).append((column, value))
         if not changed:
             return
+        prior = self.request.table
+        for (job_type, scale_factor), folded in changed.items():
+            if prior.has(job_type, scale_factor):
+                continue
+            # A type the table lacks: what was measured moves its estimates elsewhere too.
+            measured = {column for column, _ in folded}
+            for column, worker_type in enumerate(mechanism.worker_types):
+                if column in measured or self.rates.reports(job_type, scale_factor, worker_type):
+                    continue
+                value = self.rates.estimate(job_type, scale_factor, worker_type)
+                mechanism.table.set(job_type, scale_factor, worker_type, value)
+                folded.append((column, value))
         for state in mechanism.active.values():
             updates = changed.get((state.spec.job_type, state.scale_factor))
             if updates is None:

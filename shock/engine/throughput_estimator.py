@@ -230,7 +230,7 @@ class ThroughputEstimator:
         if not observed.any():
             # Nothing to match on: the most typical reference job.
             reference = rows.keys[rows.medoid]
-            isolated = self._scaled(reference, profile, measured)
+            isolated = self.scaled_rates(reference, profile, measured)
             return JobEstimate(profile.key, reference, math.nan, isolated, measured)
         row = values
         if not observed.all():
@@ -248,10 +248,10 @@ class ThroughputEstimator:
         distances = [_cosine_distance(reference, row) for reference in rows.values]
         nearest = int(np.argmin(distances))
         reference = rows.keys[nearest]
-        isolated = self._scaled(reference, profile, measured)
+        isolated = self.scaled_rates(reference, profile, measured)
         return JobEstimate(profile.key, reference, float(distances[nearest]), isolated, measured)
 
-    def _scaled(
+    def scaled_rates(
         self, reference: JobKey, profile: JobProfile, measured: frozenset[str]
     ) -> dict[str, float]:
         """Isolated steps/s on every worker type: measured ones as they are; the others the
@@ -318,3 +318,38 @@ def _medoid(values: np.ndarray) -> int:
     norms[norms == 0] = 1.0
     unit = values / norms[:, None]
     return int(np.argmin((1.0 - unit @ unit.T).sum(axis=1)))
+
+
+class UnknownTypeRates:
+    """Rates of job types a table lacks, from what has been measured of them so far: the
+    nearest reference job type for the worker types measured (isolated speed-up profiles
+    only: a running cluster measures jobs alone), its rates scaled to the measurements. A
+    `ThroughputEstimates` fallback; the reference is found once per set of measured types."""
+
+    def __init__(
+        self,
+        table: ThroughputTable,
+        worker_types: Sequence[str] | None = None,
+        options: EstimatorOptions | None = None,
+    ) -> None:
+        try:
+            self.estimator: ThroughputEstimator | None = ThroughputEstimator(
+                table, worker_types, options
+            )
+        except ValueError:  # nothing to estimate from: callers keep their default
+            self.estimator = None
+        self._references: dict[tuple[JobKey, frozenset[str]], JobKey] = {}
+
+    def __call__(self, key: JobKey, measured: Mapping[str, float]) -> dict[str, float] | None:
+        estimator = self.estimator
+        if estimator is None:
+            return None
+        types = frozenset(
+            w for w, rate in measured.items() if rate > 0 and w in estimator.worker_types
+        )
+        profile = JobProfile(key, isolated={w: measured[w] for w in types})
+        reference = self._references.get((key, types))
+        if reference is None:
+            reference = estimator.estimate(profile).reference
+            self._references[(key, types)] = reference
+        return estimator.scaled_rates(reference, profile, types)
