@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shock.core.throughputs import JobKey, ThroughputTable
+from shock.core.throughputs import UNCONSOLIDATED, JobKey, ThroughputTable
 from shock.lp.matrix_completion import (
     CompletionSettings,
     complete_matrix,
@@ -274,8 +274,14 @@ class ThroughputEstimator:
         table = ThroughputTable(source="estimated (Gavel's throughput estimator)")
         chosen = list(estimates)
         for estimate in chosen:
+            reference = self.table.isolated.get(estimate.reference, {})
             for worker_type, rate in estimate.isolated.items():
                 table.set(*estimate.key, worker_type, rate)
+                # Gangs across servers: the reference's slow-down, where it was measured.
+                spread = reference.get(f"{worker_type}{UNCONSOLIDATED}", 0.0)
+                if spread > 0 and reference.get(worker_type, 0.0) > 0:
+                    slowdown = spread / reference[worker_type]
+                    table.set(*estimate.key, f"{worker_type}{UNCONSOLIDATED}", rate * slowdown)
         reference_pairs = self.table.pairs
         for first in chosen:
             for second in chosen:

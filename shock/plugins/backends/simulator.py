@@ -167,6 +167,24 @@ class OracleSimulatedExecutor(SimulatedExecutor):
     def __init__(self, oracle: ThroughputTable) -> None:
         super().__init__()
         self.oracle = oracle
+        self.server_of_gpu: list[int] = []
+        self.placement_sensitive = False
+
+    def start(self, request: RunRequest, jobs: tuple[JobSpec, ...]) -> Cluster:
+        cluster = super().start(request, jobs)
+        # GPU ids run over the servers in order (as the engine numbers them).
+        self.server_of_gpu = [
+            server.server_id for server in cluster.servers() for _ in range(server.num_gpus)
+        ]
+        self.placement_sensitive = request.config.mechanism.placement_sensitive
+        return cluster
+
+    def _spread(self, gpus: tuple[int, ...]) -> bool:
+        """A gang across servers runs at the table's unconsolidated rate, where it has one."""
+        servers = self.server_of_gpu
+        return (
+            self.placement_sensitive and len(gpus) > 1 and len({servers[g] for g in gpus}) > 1
+        )
 
     def run_round(self, plan: RoundPlan) -> RoundReport:
         oracle = self.oracle
@@ -179,7 +197,11 @@ class OracleSimulatedExecutor(SimulatedExecutor):
             worker_type = unit.worker_type
             if len(unit.job_types) == 1:
                 job_type = unit.job_types[0]
-                true = oracle.throughput(job_type, size, worker_type)
+                if self._spread(unit.gpus):
+                    worker_type = f"{worker_type}_unconsolidated"
+                true = oracle.throughput(job_type, size, worker_type) or oracle.throughput(
+                    job_type, size, unit.worker_type
+                )
                 if true > 0:
                     unit = unit._replace(rates=(true,))
                     rates[(job_type, size, worker_type)] = MeasuredRate(
