@@ -77,7 +77,9 @@ def experiment(jobs: int, rate: float, window: tuple[int, int], seed: int) -> Ta
         title=f"Gavel's estimator experiment: {jobs} jobs at {rate} jobs/h on {CLUSTER}, "
         f"jobs {window[0]}-{window[1] - 1} measured, LAS"
     )
-    for column in ("policy input", "avg JCT (h)", "vs oracle", "makespan (h)", "CPU s"):
+    columns = ("policy input", "avg JCT (h)", "vs oracle", "makespan (h)", "rounds", "CPU s",
+               "CPU ms/round")  # fmt: skip
+    for column in columns:
         result.add_column(column, justify="left" if column == "policy input" else "right")
     oracle_jct = None
     for label, options in rows:
@@ -92,7 +94,9 @@ def experiment(jobs: int, rate: float, window: tuple[int, int], seed: int) -> Ta
             f"{jct / 3600:.2f}",
             f"{jct / oracle_jct:.3f}",
             f"{outcome.metrics.makespan_s / 3600:.1f}",
+            str(outcome.metrics.rounds),
             f"{seconds:.1f}",
+            f"{1000 * seconds / max(outcome.metrics.rounds, 1):.1f}",
         )
     return result
 
