@@ -16,7 +16,7 @@ report from every one of the 1,000 jobs (the engine's `_observe_rates`, with rep
 change every round, as a real cluster's smoothed measurements do). Target: at most 0.1 s
 per round.
 
-    python benchmarks/estimator.py [--jobs 300] [--rate 4] [--quick]
+    python benchmarks/estimator.py [--jobs 300] [--rate 0.8] [--quick]
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ def cost(types: int, per_type: int, rounds: int, seed: int) -> Table:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=300)
-    parser.add_argument("--rate", type=float, default=4.0, help="jobs per hour")
+    parser.add_argument("--rate", type=float, default=0.8, help="jobs per hour")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="the cost part only")
     args = parser.parse_args()

@@ -121,6 +121,9 @@ def profile_command(
         )  # fmt: skip
         output.write_text(json.dumps(throughputs_to_dict(table), indent=1, sort_keys=True) + "\n")
         console.print(f"throughputs of {len(job_types)} job types written to {output}")
+        if start_costs is not None:
+            _measure_start_costs(job_types, device, workload_size, seed, gpu_type, start_costs,
+                                 console)  # fmt: skip
         return
     report = Table(title=f"measured on {device}, labelled {gpu_type}")
     for column in ("job type", "batch size", "steps", "ms/step", "steps/s"):

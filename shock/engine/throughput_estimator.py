@@ -111,7 +111,7 @@ class ThroughputEstimator:
         self.table = table
         self.options = options or EstimatorOptions()
         self.worker_types = tuple(worker_types or table.gpu_types)
-        # Speed-up profiles are relative to the fastest type, where every job is fastest.
+        # Speed-up profiles are relative to one type for every job: the fastest overall.
         self.anchor = table.fastest_first(self.worker_types)[0]
         names = sorted(
             {job_type for (job_type, _), rates in table.isolated.items() if _runs_on(rates, self)}
