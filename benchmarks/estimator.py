@@ -6,7 +6,8 @@ gives the policy Gavel's measured table; the estimated rows hide it (`--estimate
 all`): each job type is measured alone on every worker type and next to a fraction of the
 reference job types (`--profiling-fraction`), the rest comes from matrix completion and the
 nearest reference job type, and the simulator runs jobs at the measured rates and reports
-them, which replace the estimates as jobs run. LAS without space sharing
+them, which replace the estimates as jobs run; one row samples the isolated rates at the
+profiling fraction too (`--no-profile-isolated`). LAS without space sharing
 (`max_min_fairness_perf`) is the baseline a bad estimate would fall below.
 
 Cost: 100 job types the table lacks (each a Gavel type with its rates scaled by a random
@@ -72,6 +73,11 @@ def experiment(jobs: int, rate: float, window: tuple[int, int], seed: int) -> Ta
             profiling_fraction=fraction, reference_types=references, seed=seed
         )
         rows.append((label, replace(base, estimate_throughputs="all", estimator=options)))
+    hidden_alone = EstimatorOptions(profiling_fraction=0.2, profile_isolated=False, seed=seed)
+    rows.append((
+        "estimated, profiling 20% (alone too), 26 references",
+        replace(base, estimate_throughputs="all", estimator=hidden_alone),
+    ))  # fmt: skip
     rows.append(("oracle table, no space sharing", replace(base, policy="max_min_fairness_perf")))
     result = Table(
         title=f"Gavel's estimator experiment: {jobs} jobs at {rate} jobs/h on {CLUSTER}, "

@@ -719,34 +719,29 @@ class Engine:
     def _observe_pair_rates(
         self, mechanism: Mechanism, reported: Iterable[MeasuredPairRate]
     ) -> None:
-        """Measured co-located rates replace the table's pairs (both orders) and those of
-        the pairs the mechanism tracks."""
+        """Measured co-located rates replace the table's pair (in the order measured: a
+        table may hold two measurements of a pair, one per order) and those of the pairs the
+        mechanism tracks in that order."""
         if not self.capabilities.measures_pair_rates:
             return
         columns = {w: i for i, w in enumerate(mechanism.worker_types)}
         for rate in reported:
             first = (rate.first_type, rate.scale_factor)
             second = (rate.second_type, rate.scale_factor)
-            forward = (rate.first_steps_per_s, rate.second_steps_per_s)
-            backward = (rate.second_steps_per_s, rate.first_steps_per_s)
-            for a, b, rates in ((first, second, forward), (second, first, backward)):
-                self.pair_rates[(a, b, rate.worker_type)] = rates
-                mechanism.table.pairs.setdefault((a, b), {})[rate.worker_type] = rates
+            rates = (rate.first_steps_per_s, rate.second_steps_per_s)
+            self.pair_rates[(first, second, rate.worker_type)] = rates
+            mechanism.table.pairs.setdefault((first, second), {})[rate.worker_type] = rates
             column = columns.get(rate.worker_type)
             if column is None:
                 continue
+            if first == second:  # identical jobs are interchangeable (see `_new_pair`)
+                rates = ((rates[0] + rates[1]) / 2,) * 2
             for pair in mechanism.pairs.values():
                 one, two = pair.members
-                size = pair.scale_factor
-                types = ((one.spec.job_type, size), (two.spec.job_type, size))
-                if types == (first, second):
-                    rates = forward
-                elif types == (second, first):
-                    rates = backward
-                else:
+                if (one.spec.job_type, two.spec.job_type) != (rate.first_type, rate.second_type):
                     continue
-                if first == second:  # identical jobs are interchangeable (see `_new_pair`)
-                    rates = ((rates[0] + rates[1]) / 2,) * 2
+                if pair.scale_factor != rate.scale_factor:
+                    continue
                 before = pair.rates[column]
                 pair.pair_rates[column] = rates
                 pair.rates[column] = min(rates)

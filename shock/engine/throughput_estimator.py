@@ -299,12 +299,18 @@ class ThroughputEstimator:
                     if alone_a <= 0 or alone_b <= 0:
                         continue
                     per_type[worker_type] = (
-                        min(a / alone_a, 1.0) * first.isolated[worker_type],
-                        min(b / alone_b, 1.0) * second.isolated[worker_type],
+                        _scaled_share(a, alone_a, first.isolated[worker_type]),
+                        _scaled_share(b, alone_b, second.isolated[worker_type]),
                     )
                 if per_type:
                     table.pairs[(first.key, second.key)] = per_type
         return table
+
+
+def _scaled_share(paired: float, alone: float, rate: float) -> float:
+    """`paired / alone` of the job's isolated `rate` (exactly `paired` when the rate is the
+    reference's own, so a table estimated from itself is itself to the last bit)."""
+    return paired if rate == alone else min(paired / alone, 1.0) * rate
 
 
 def _runs_on(rates: Mapping[str, float], estimator: ThroughputEstimator) -> bool:
