@@ -86,9 +86,10 @@ def test_the_table_hidden_with_everything_measured_runs_as_the_oracle(preset: st
 
 def test_estimates_are_replaced_by_the_rates_jobs_report() -> None:
     """The table hidden and nothing measured up front: every job type starts at the most
-    typical reference job's rates; after the run, every rate the policy sees for a type that
-    ran on a worker type is the measured (oracle) one."""
+    typical reference job's rates; after the run, every rate the policy sees for a type (or
+    a pair of types sharing a GPU) that ran on a worker type is the measured (oracle) one."""
     options = RunOptions(
+        policy="max_min_fairness_packed",
         cluster="v100=4,p100=4,k80=4",
         window=(0, 20),
         estimate_throughputs="all",
@@ -111,6 +112,11 @@ def test_estimates_are_replaced_by_the_rates_jobs_report() -> None:
         assert mechanism.table.throughput(job_type, scale, worker) == oracle.throughput(
             job_type, scale, worker
         )
+    # Jobs shared GPUs too: those pairs' rates are the measured ones.
+    assert engine.pair_rates
+    for (first, second, worker), rates in engine.pair_rates.items():
+        assert mechanism.table.pair_throughput(first, second, worker) == rates
+        assert rates == oracle.pair_throughput(first, second, worker)
 
 
 def test_refinement_converges_to_the_reported_rate() -> None:
