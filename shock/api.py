@@ -18,10 +18,10 @@ Import from here, and only from here: everything under `shock.core`, `shock.plug
   `JobState`s, given each job's `BatchSchedule`).
 - Backends: `Backend`; the executor contract that `run_engine` drives (`Executor`,
   `ExecutorCapabilities`, `RoundPlan`, `PlannedUnit`, `BatchSizeOrder`, `RoundReport`,
-  `UnitProgress`, `StrayProgress`, `MeasuredRate`, `BatchSizeChange`; for a simulating
-  executor that takes rounds as arrays, `ColumnarExecutor`, `RoundColumns`, `ColumnProgress`);
-  a backend's own options
-  are a dataclass (`BackendOption` describes one, `declared_options` lists a backend's);
+  `UnitProgress`, `StrayProgress`, `MeasuredRate`, `MeasuredPairRate`, `BatchSizeChange`;
+  for a simulating executor that takes rounds as arrays, `ColumnarExecutor`, `RoundColumns`,
+  `ColumnProgress`); a backend's own options are a dataclass (`BackendOption` describes
+  one, `declared_options` lists a backend's);
   `RunRequest`, `RunConfig`, `ClusterRuntime`, `RunResult`, `JobRecord`.
 - Traces and the cluster: `TraceFormat`, `Trace`, `JobSpec`, `Cluster`, `Server`,
   `ThroughputTable`.
@@ -63,6 +63,7 @@ from shock.core.executor import (
     ColumnProgress,
     Executor,
     ExecutorCapabilities,
+    MeasuredPairRate,
     MeasuredRate,
     PlannedUnit,
     RoundColumns,
@@ -168,6 +169,7 @@ __all__ = [  # grouped in the module docstring
     "JobSpec",
     "JobState",
     "MatrixLP",
+    "MeasuredPairRate",
     "MeasuredRate",
     "Mechanism",
     "OverheadEffect",

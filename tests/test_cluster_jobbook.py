@@ -122,3 +122,19 @@ def test_a_trace_run_refuses_submissions_and_bad_submissions_are_refused(tmp_pat
     fixed = ClusterScheduler(request, SchedulerSettings(state_dir=tmp_path / "fixed"))
     with pytest.raises(PreconditionError, match="fixed trace"):
         _submit(fixed, "alice")
+
+
+def test_a_jobs_status_carries_the_rates_the_scheduler_plans_with(tmp_path: Path) -> None:
+    # Known to the table: its rate; a type the table lacks: Gavel's estimator, not 1 step/s.
+    scheduler = _service(tmp_path / "state")
+    known = _submit(scheduler, "alice")
+    unknown = scheduler.submit(
+        "bob", pb.SubmitJobRequest(job_type="ResNet-18 (batch size 48)", steps=100)
+    ).job_id
+    statuses = {s.job_id: s for s in scheduler.list_jobs(pb.ListJobsRequest()).jobs}
+    table = scheduler.request.table
+    # No worker registered yet: every GPU type of the table.
+    rates = dict(statuses[known].steps_per_s)
+    assert rates == {w: table.throughput(RESNET_32, 1, w) for w in ("k80", "p100", "v100")}
+    estimated = statuses[unknown].steps_per_s["v100"]
+    assert estimated > 1.0 and estimated != scheduler.estimates.default_steps_per_s

@@ -39,10 +39,11 @@ from shock.cli.synergy_commands import synergy_trace_command
 from shock.cli.trace_commands import trace_app
 from shock.cli.trace_import_commands import convert_command, import_command
 from shock.cli.trace_list_commands import traces_command
-from shock.core.errors import ShockError, ShockWarning
+from shock.core.errors import InputError, ShockError, ShockWarning
 from shock.core.plugins import default_registry
 from shock.core.results import document_text
 from shock.engine.runner import DEFAULT_CLUSTER, DEFAULT_POLICY, RunOptions, parse_window, run
+from shock.engine.throughput_estimator import EstimatorOptions
 
 app = typer.Typer(
     name="shock",
@@ -179,6 +180,47 @@ def run_command(
         str | None,
         typer.Option(help="Entity weights a=1,b=2 (others weigh 1); alone, also the entities."),
     ] = None,
+    estimate_throughputs: Annotated[
+        str,
+        typer.Option(
+            help="Throughputs the policy sees: off (the table's), unknown (job types the "
+            "table lacks estimated by Gavel's estimator), all (the table hidden from the "
+            "policy, every type estimated from a partial profile; the simulator runs jobs "
+            "at the table's rates and reports them, so estimates are refined as jobs run)."
+        ),
+    ] = "off",
+    profiling_fraction: Annotated[
+        float,
+        typer.Option(
+            help="With --estimate-throughputs all: share of a job's profile entries "
+            "(co-located with each reference job, per worker type) that are measured."
+        ),
+    ] = 1.0,
+    reference_types: Annotated[
+        int | None,
+        typer.Option(help="How many of the table's job types are reference types (all).")
+    ] = None,
+    profile_isolated: Annotated[
+        bool,
+        typer.Option(
+            help="With --estimate-throughputs all: every job is measured alone on every "
+            "worker type (Gavel's experiment); --no-profile-isolated samples those too."
+        ),
+    ] = True,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            help="What was measured of job types the table lacks (Gavel's JSON, possibly "
+            "partial, e.g. from `shock profile`); implies --estimate-throughputs unknown."
+        ),
+    ] = None,
+    start_costs: Annotated[
+        Path | None,
+        typer.Option(
+            help="Start costs measured by `shock profile --start-costs`: each job type loses "
+            "its launch, checkpoint and restore seconds at every (re)start, the first too."
+        ),
+    ] = None,
     json_path: Annotated[
         Path | None,
         typer.Option("--json", help="Write the results document here ('-': stdout, no table)."),
@@ -227,6 +269,12 @@ def run_command(
         entity_weights=entity_weights,
         adaptation_rules=adaptation_rules,
         backend_options=tuple(backend_items),
+        estimate_throughputs=estimate_throughputs,
+        estimator=estimator_options(
+            profiling_fraction, reference_types, profile_isolated, seed
+        ),
+        profile=str(profile) if profile else None,
+        start_costs=str(start_costs) if start_costs else None,
     )
     console = make_console()
     json_to_stdout = json_path is not None and str(json_path) == "-"
@@ -255,6 +303,20 @@ def run_command(
 
         written = write_run_figures(result.to_document(), plot, result.policy)
         console.print(f"{len(written)} figures written to {plot}")
+
+
+def estimator_options(
+    profiling_fraction: float, reference_types: int | None, profile_isolated: bool, seed: int
+) -> EstimatorOptions:
+    try:
+        return EstimatorOptions(
+            profiling_fraction=profiling_fraction,
+            reference_types=reference_types,
+            profile_isolated=profile_isolated,
+            seed=seed,
+        )
+    except ValueError as exc:
+        raise InputError(str(exc), field="--profiling-fraction/--reference-types") from exc
 
 
 @app.command("plugins")

@@ -142,6 +142,8 @@ def job_document(job: pb.JobStatus) -> dict[str, Any]:
         "scale_factor": job.scale_factor,
         "weight": job.weight,
         "adaptation": job.adaptation,
+        # What the scheduler plans with per GPU type (measured, the table's, or estimated).
+        "steps_per_s": dict(sorted(job.steps_per_s.items())),
         "step": job.step,
         "target_steps": job.target_steps,
         "checkpoint_step": job.checkpoint_step,

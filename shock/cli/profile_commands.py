@@ -63,6 +63,21 @@ def profile_command(
         Path | None,
         typer.Option(help="With --local-workers: keep the run's journal and logs here."),
     ] = None,
+    workload_size: Annotated[
+        str,
+        typer.Option(
+            help="standin (small CPU models, the default) or full (the published model sizes, "
+            "for GPUs: ResNet-50 on 224x224, the base Transformer, NCF with ML-20M tables, ...)."
+        ),
+    ] = "standin",
+    start_costs: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also measure each job type's launch to first step (a fresh process), "
+            "checkpoint write and restore on the device, and write them here "
+            "(`shock run --start-costs` charges them at every (re)start)."
+        ),
+    ] = None,
 ) -> None:
     """Measure steps/s of real workloads (default: every family at Gavel's batch sizes)."""
     try:
@@ -87,6 +102,13 @@ def profile_command(
         check_device(device)
     except ValueError as exc:
         raise ShockError(str(exc)) from exc
+    if workload_size not in ("standin", "full"):
+        raise typer.BadParameter("expected standin or full", param_hint="--workload-size")
+    if local_workers > 0 and workload_size != "standin":
+        raise typer.BadParameter(
+            "worker agents run the stand-ins; measure full-size models in process",
+            param_hint="--workload-size",
+        )
     if local_workers < 0 or gpus_per_worker < 1:
         raise typer.BadParameter("need --local-workers >= 0 and --gpus-per-worker >= 1")
     torch.set_num_threads(threads)
@@ -99,12 +121,17 @@ def profile_command(
         )  # fmt: skip
         output.write_text(json.dumps(throughputs_to_dict(table), indent=1, sort_keys=True) + "\n")
         console.print(f"throughputs of {len(job_types)} job types written to {output}")
+        if start_costs is not None:
+            _measure_start_costs(job_types, device, workload_size, seed, gpu_type, start_costs,
+                                 console)  # fmt: skip
         return
     report = Table(title=f"measured on {device}, labelled {gpu_type}")
     for column in ("job type", "batch size", "steps", "ms/step", "steps/s"):
         report.add_column(column, justify="left" if column == "job type" else "right")
     for name in job_types:
-        result = measure_throughput(name, device, seconds, warmup_steps, seed=seed)
+        result = measure_throughput(
+            name, device, seconds, warmup_steps, seed=seed, size=workload_size
+        )
         table.set(name, 1, gpu_type, result.steps_per_s)
         report.add_row(
             name,
@@ -116,6 +143,36 @@ def profile_command(
     output.write_text(json.dumps(throughputs_to_dict(table), indent=1, sort_keys=True) + "\n")
     console.print(report)
     console.print(f"throughputs of {len(job_types)} job types written to {output}")
+    if start_costs is not None:
+        _measure_start_costs(job_types, device, workload_size, seed, gpu_type, start_costs, console)
+
+
+def _measure_start_costs(
+    job_types: list[str],
+    device: str,
+    size: str,
+    seed: int,
+    gpu_type: str,
+    output: Path,
+    console: Console,
+) -> None:
+    from shock.workloads.start_costs import measure_start_costs, start_costs_to_dict
+
+    report = Table(title=f"start costs on {device}, labelled {gpu_type}")
+    for column in ("job type", "launch to 1st step s", "checkpoint s", "restore s"):
+        report.add_column(column, justify="left" if column == "job type" else "right")
+    costs = []
+    for name in job_types:
+        measured = measure_start_costs(name, device, size, seed)
+        costs.append(measured)
+        report.add_row(name, f"{measured.launch_s:.2f}", f"{measured.checkpoint_s:.3f}",
+                       f"{measured.restore_s:.3f}")  # fmt: skip
+    document = start_costs_to_dict(gpu_type, costs)
+    if output.exists():  # other GPU types' measurements stay
+        document = {**json.loads(output.read_text()), **document}
+    output.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    console.print(report)
+    console.print(f"start costs of {len(job_types)} job types written to {output}")
 
 
 def _profile_through_workers(

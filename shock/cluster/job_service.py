@@ -370,6 +370,10 @@ class JobBook:
             ended_at_unix=ended or 0.0,
             message=job.message, weight=spec.priority_weight, adaptation=spec.mode,
             command=() if job.command is None else job.command.argv,
+            steps_per_s={
+                w: self.estimates.estimate(job.job_type, spec.scale_factor, w)
+                for w in sorted(self._worker_types())
+            },
         )  # fmt: skip
 
     def _worker_types(self) -> set[str]:

@@ -53,6 +53,7 @@ from shock.core.throughputs import throughputs_to_dict
 from shock.engine.engine import run_engine
 from shock.engine.epochs import job_type_with_batch_size
 from shock.engine.measured_throughputs import ThroughputEstimates
+from shock.engine.throughput_estimator import UnknownTypeRates
 
 _log = logging.getLogger(__name__)
 
@@ -185,7 +186,10 @@ class ClusterScheduler(JobBook):
         self.grace_s = max(3 * settings.heartbeat_s, 0.25 * self.round_length)
         self.journal = Journal(settings.state_dir)
         self.checkpoint_root = settings.state_dir / "checkpoints"
-        self.estimates = ThroughputEstimates(prior=request.table)
+        self.estimates = ThroughputEstimates(
+            prior=request.table,
+            fallback=UnknownTypeRates(request.table, request.cluster.worker_types),
+        )
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self.workers: dict[str, WorkerSlot] = {}

@@ -76,6 +76,17 @@ class MeasuredRate(NamedTuple):
     steps_per_s: float
 
 
+class MeasuredPairRate(NamedTuple):
+    """Steps/s of two jobs sharing one GPU (or gang), as measured (first, second)."""
+
+    first_type: str
+    second_type: str
+    scale_factor: int
+    worker_type: str
+    first_steps_per_s: float
+    second_steps_per_s: float
+
+
 class BatchSizeChange(NamedTuple):
     """A job now trains as `job_type` (another batch size) and needs `total_steps` in all
     (its harness rescaled them); its credited progress stays as the engine has it."""
@@ -92,6 +103,7 @@ class RoundReport:
     stray: tuple[StrayProgress, ...] = ()
     rates: tuple[MeasuredRate, ...] = ()
     batch_size_changes: tuple[BatchSizeChange, ...] = ()
+    pair_rates: tuple[MeasuredPairRate, ...] = ()  # with `measures_pair_rates`
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +145,9 @@ class ExecutorCapabilities:
     native_adaptations: frozenset[str] = frozenset({"static"})
     # The executor measures throughputs; the engine then starts from the table as a prior.
     measures_rates: bool = False
+    # It also measures co-located pairs' throughputs: the engine then keeps the table's
+    # pairs as priors and replaces them by what is reported.
+    measures_pair_rates: bool = False
     # The executor keeps the engine's state across a crash (`save_state` / `load_state`).
     durable: bool = False
     # Jobs may be submitted and cancelled while the run goes on (a service): the engine then

@@ -94,6 +94,10 @@ class RunRequest:
     # An instance of the backend's `options_type` (`shock run --backend NAME --OPTION ...`);
     # None for a backend without options.
     backend_options: object | None = None
+    # With estimated throughputs (`--estimate-throughputs`): the measured table `table` was
+    # estimated from. A simulator runs jobs at its rates and reports them, as a real
+    # cluster would measure them; None: `table` is the truth.
+    oracle: ThroughputTable | None = None
 
     def backend_options_as(self, options_type: type[OptionsT]) -> OptionsT:
         """The backend's options: the ones given, or `options_type()`'s defaults when the

@@ -13,7 +13,7 @@ import gc
 import json
 import logging
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
@@ -38,6 +38,8 @@ from shock.core.executor import (
     ColumnProgress,
     Executor,
     Intake,
+    MeasuredPairRate,
+    MeasuredRate,
     OpenExecutor,
     PlannedUnit,
     RoundColumns,
@@ -48,12 +50,14 @@ from shock.core.model import Cluster, JobSpec
 from shock.core.policy import UnitKey
 from shock.core.results import JobRecord, RunCounters, RunResult
 from shock.core.run import RunConfig, RunRequest
+from shock.core.throughputs import JobKey
 from shock.engine.dynamics import BatchSchedule, batch_schedules, whole_epochs_alone_s
 from shock.engine.engine_state import EngineCounters, RestoredRun, restore, snapshot
 from shock.engine.epochs import steps_per_epoch
 from shock.engine.measured_throughputs import ThroughputEstimates
 from shock.engine.mechanism import Mechanism
 from shock.engine.metrics import compute_metrics
+from shock.engine.throughput_estimator import UnknownTypeRates
 from shock.engine.timeline_recorder import TimelineRecorder
 from shock.engine.units import (
     ASSIGNED_COLUMN,
@@ -130,6 +134,12 @@ class Engine:
         # Rates a measuring executor reported (smoothed already, so each replaces the last);
         # they replace the table's, which is a prior.
         self.rates = ThroughputEstimates(prior=request.table, smoothing=1.0)
+        if self.capabilities.measures_rates:
+            # Job types the table lacks start from Gavel's estimator, not a flat default.
+            self.rates.fallback = UnknownTypeRates(request.table, request.cluster.worker_types)
+        # Co-located rates a measuring executor reported: (first, second, worker type) ->
+        # (first's, second's) steps/s; they replace the table's pairs likewise.
+        self.pair_rates: dict[tuple[JobKey, JobKey, str], tuple[float, float]] = {}
         self.mechanism: Mechanism | None = None
         self.stats_base = MechanismStats()  # counters of mechanisms replaced by a resize
         self.records: list[JobRecord] = []
@@ -171,6 +181,10 @@ class Engine:
             keys = {(j.job_type, j.scale_factor) for j in self.jobs}
             keys |= {(job_type, scale) for job_type, scale, _ in self.rates.measured}
             table = self.rates.table(sorted(keys), cluster.worker_types)
+            if self.capabilities.measures_pair_rates:
+                table.pairs = {key: dict(rates) for key, rates in self.request.table.pairs.items()}
+                for (first, second, worker_type), rates in self.pair_rates.items():
+                    table.pairs.setdefault((first, second), {})[worker_type] = rates
         prices = self.config.prices
         if prices is not None and any(w not in prices for w in cluster.worker_types):
             prices = None
@@ -555,9 +569,10 @@ class Engine:
     def _apply(self, report: RoundReport, planned: list[Assignment], plan: RoundPlan) -> None:
         mechanism = self.mechanism
         assert mechanism is not None
-        for rate in report.rates:
-            self._observe_rate(mechanism, rate.job_type, rate.scale_factor, rate.worker_type,
-                               rate.steps_per_s)  # fmt: skip
+        if report.rates:
+            self._observe_rates(mechanism, report.rates)
+        if report.pair_rates:
+            self._observe_pair_rates(mechanism, report.pair_rates)
         for change in report.batch_size_changes:
             self._change_batch_size(mechanism, change.job_id, change.job_type, change.total_steps)
         rules = self.rules
@@ -657,28 +672,80 @@ class Engine:
                 event=JobFinished(finish, job.job_id, finish - job.arrival_time)
             )
 
-    def _observe_rate(
-        self,
-        mechanism: Mechanism,
-        job_type: str,
-        scale_factor: int,
-        worker_type: str,
-        steps_per_s: float,
-    ) -> None:
-        """A measured rate replaces the table's: the mechanism plans with it, and the policy
-        re-solves when it moved a lot."""
-        if not self.capabilities.measures_rates or steps_per_s <= 0:
+    def _observe_rates(self, mechanism: Mechanism, reported: Iterable[MeasuredRate]) -> None:
+        """Measured rates replace the table's: the mechanism plans with them, and the policy
+        re-solves when one moved a lot. All of a round's reports are folded in first, then
+        the active jobs are visited once."""
+        if not self.capabilities.measures_rates:
             return
-        value = self.rates.observe(job_type, scale_factor, worker_type, steps_per_s)
-        if worker_type not in mechanism.worker_types:
+        changed: dict[tuple[str, int], list[tuple[int, float]]] = {}
+        columns = {w: i for i, w in enumerate(mechanism.worker_types)}
+        for rate in reported:
+            if rate.steps_per_s <= 0:
+                continue
+            key = (rate.job_type, rate.scale_factor, rate.worker_type)
+            value = self.rates.observe(*key, rate.steps_per_s)
+            column = columns.get(rate.worker_type)
+            if column is None:
+                continue
+            mechanism.table.set(*key, value)
+            changed.setdefault((rate.job_type, rate.scale_factor), []).append((column, value))
+        if not changed:
             return
-        column = mechanism.worker_types.index(worker_type)
-        mechanism.table.set(job_type, scale_factor, worker_type, value)
+        prior = self.request.table
+        for (job_type, scale_factor), folded in changed.items():
+            if prior.has(job_type, scale_factor):
+                continue
+            # A type the table lacks: what was measured moves its estimates elsewhere too.
+            measured = {column for column, _ in folded}
+            for column, worker_type in enumerate(mechanism.worker_types):
+                if column in measured or self.rates.reports(job_type, scale_factor, worker_type):
+                    continue
+                value = self.rates.estimate(job_type, scale_factor, worker_type)
+                mechanism.table.set(job_type, scale_factor, worker_type, value)
+                folded.append((column, value))
         for state in mechanism.active.values():
-            if (state.spec.job_type, state.scale_factor) == (job_type, scale_factor):
+            updates = changed.get((state.spec.job_type, state.scale_factor))
+            if updates is None:
+                continue
+            for column, value in updates:
                 before = state.rates[column]
+                if before == value:
+                    continue
                 state.rates[column] = value
                 if before <= 0 or abs(value - before) / before > _RATE_CHANGE_REALLOCATES:
+                    mechanism.need_allocation = True
+
+    def _observe_pair_rates(
+        self, mechanism: Mechanism, reported: Iterable[MeasuredPairRate]
+    ) -> None:
+        """Measured co-located rates replace the table's pair (in the order measured: a
+        table may hold two measurements of a pair, one per order) and those of the pairs the
+        mechanism tracks in that order."""
+        if not self.capabilities.measures_pair_rates:
+            return
+        columns = {w: i for i, w in enumerate(mechanism.worker_types)}
+        for rate in reported:
+            first = (rate.first_type, rate.scale_factor)
+            second = (rate.second_type, rate.scale_factor)
+            rates = (rate.first_steps_per_s, rate.second_steps_per_s)
+            self.pair_rates[(first, second, rate.worker_type)] = rates
+            mechanism.table.pairs.setdefault((first, second), {})[rate.worker_type] = rates
+            column = columns.get(rate.worker_type)
+            if column is None:
+                continue
+            if first == second:  # identical jobs are interchangeable (see `_new_pair`)
+                rates = ((rates[0] + rates[1]) / 2,) * 2
+            for pair in mechanism.pairs.values():
+                one, two = pair.members
+                if (one.spec.job_type, two.spec.job_type) != (rate.first_type, rate.second_type):
+                    continue
+                if pair.scale_factor != rate.scale_factor:
+                    continue
+                before = pair.rates[column]
+                pair.pair_rates[column] = rates
+                pair.rates[column] = min(rates)
+                if before <= 0 or abs(min(rates) - before) / before > _RATE_CHANGE_REALLOCATES:
                     mechanism.need_allocation = True
 
     def _change_batch_size(

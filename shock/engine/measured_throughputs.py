@@ -10,6 +10,7 @@ so a trace runs with no profile and converges to what this cluster measures.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from shock.core.throughputs import JobKey, ThroughputTable
@@ -20,6 +21,9 @@ MEASURED_SOURCE = "measured (EWMA of job reports)"
 
 # (job type, scale factor, worker type)
 MeasuredKey = tuple[str, int, str]
+# Rates per worker type for a job type the prior lacks, from what was measured of it so far
+# (`shock.engine.throughput_estimator.UnknownTypeRates`); None: no estimate.
+Fallback = Callable[[JobKey, Mapping[str, float]], Mapping[str, float] | None]
 
 
 @dataclass(slots=True)
@@ -31,6 +35,8 @@ class ThroughputEstimates:
     default_steps_per_s: float = DEFAULT_STEPS_PER_S
     # What was measured: key -> (smoothed steps/s, reports folded in).
     measured: dict[MeasuredKey, tuple[float, int]] = field(default_factory=dict)
+    # Estimates for job types the prior has no rate for (else: the default).
+    fallback: Fallback | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.smoothing <= 1.0:
@@ -48,7 +54,23 @@ class ThroughputEstimates:
         prior = 0.0
         if self.prior is not None:
             prior = self.prior.throughput(job_type, scale_factor, worker_type)
-        return prior if prior > 0 else self.default_steps_per_s
+        if prior > 0:
+            return prior
+        if self.fallback is not None:
+            measured = self.measured_of(job_type, scale_factor)
+            estimated = self.fallback((job_type, scale_factor), measured)
+            rate = 0.0 if estimated is None else estimated.get(worker_type, 0.0)
+            if rate > 0:
+                return rate
+        return self.default_steps_per_s
+
+    def measured_of(self, job_type: str, scale_factor: int) -> dict[str, float]:
+        """The measured estimates of one job type, by worker type."""
+        return {
+            w: value
+            for (t, s, w), (value, _) in self.measured.items()
+            if t == job_type and s == scale_factor
+        }
 
     def reports(self, job_type: str, scale_factor: int, worker_type: str) -> int:
         """How many reports the estimate folds in (0: not measured)."""

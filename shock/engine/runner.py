@@ -19,9 +19,12 @@ from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime, MechanismConfig, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
 from shock.core.suggest import did_you_mean
-from shock.core.throughputs import default_throughputs, load_throughputs
+from shock.core.throughputs import ThroughputTable, default_throughputs, load_throughputs
 from shock.core.trace import Trace, default_cluster_for, default_throughputs_for, read_trace
 from shock.engine.presets import get_preset, placement_for_preset
+from shock.engine.run_estimates import estimate_run_table
+from shock.engine.start_costs import load_start_costs
+from shock.engine.throughput_estimator import EstimatorOptions
 from shock.lp.partition import PartitionedPolicy
 
 DEFAULT_TRACE = "max_min_fairness.trace"
@@ -65,6 +68,16 @@ class RunOptions:
     entity_weights: str | None = None  # "a=1,b=2"
     # An "adaptation rules" plugin ("profile", "artifact-simulator"); None: the preset's.
     adaptation_rules: str | None = None
+    # Throughputs the policy sees: "off" (the table's), "unknown" (job types the table lacks
+    # estimated by Gavel's estimator), "all" (the table hidden: every type estimated from a
+    # partial profile; the simulator runs jobs at the table's rates and reports them).
+    estimate_throughputs: str = "off"
+    estimator: EstimatorOptions = field(default_factory=EstimatorOptions)
+    # What was measured of job types the table lacks (a Gavel-format table, maybe partial).
+    profile: str | None = None
+    # `shock profile --start-costs` side file: each job type's launch, checkpoint and restore
+    # seconds, charged at every (re)start, the first included.
+    start_costs: str | None = None
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -143,6 +156,22 @@ def build_request(
             + f" (it has {', '.join(table.worker_types)})",
             field="--cluster",
         )
+    oracle = None
+    if options.estimate_throughputs == "off" and options.profile is None:
+        if getattr(backend, "simulates_jobs", True):  # real jobs' rates are measured instead
+            _check_known(trace, table, cluster.worker_types)
+    else:
+        profiles = load_throughputs(options.profile) if options.profile else None
+        estimated = estimate_run_table(
+            ((job.job_type, job.scale_factor) for job in trace.jobs),
+            table,
+            cluster.worker_types,
+            "unknown" if options.estimate_throughputs == "off" else options.estimate_throughputs,
+            options.estimator,
+            profiles,
+        )
+        if estimated.estimates:  # else the table is the truth, as without estimation
+            table, oracle = estimated.table, estimated.oracle
 
     def pick(value: float | None, default: float) -> float:
         return default if value is None else value
@@ -168,15 +197,18 @@ def build_request(
     overhead = pick(options.preemption_overhead_s, preset.preemption_overhead_s)
     if overhead < 0:
         raise InputError("must be >= 0", field="--preemption-overhead")
+    by_type = options.overhead_by_job_type
+    first_start = options.overhead_on_first_start or preset.overhead_on_first_start
+    if options.start_costs is not None:
+        by_type = {**load_start_costs(options.start_costs, cluster.worker_types), **(by_type or {})}
+        first_start = True
     config = RunConfig(
         mechanism=mechanism,
         preset=preset.name,
         window=options.window,
         preemption_overhead_s=overhead,
-        overhead_on_first_start=(
-            options.overhead_on_first_start or preset.overhead_on_first_start
-        ),
-        overhead_by_job_type=_overheads(options.overhead_by_job_type),
+        overhead_on_first_start=first_start,
+        overhead_by_job_type=_overheads(by_type),
         overhead_rule=preset.overhead_rule,
         overhead_effect=preset.overhead_effect,
         seed=options.seed,
@@ -189,8 +221,28 @@ def build_request(
         adaptation_rules=adaptation_rules,
     )
     return RunRequest(
-        trace, cluster, policy, placement, solver, table, config, registry, backend_options
-    )
+        trace, cluster, policy, placement, solver, table, config, registry, backend_options,
+        oracle,
+    )  # fmt: skip
+
+
+def _check_known(trace: Trace, table: ThroughputTable, worker_types: tuple[str, ...]) -> None:
+    """A job type the table has no rate for stops the run, naming its line and the way out."""
+    seen: set[tuple[str, int]] = set()
+    for job in trace.jobs:
+        key = (job.job_type, job.scale_factor)
+        if key in seen:
+            continue
+        seen.add(key)
+        if not any(table.throughput(*key, w) > 0 for w in worker_types):
+            raise InputError(
+                f"throughput table {table.source} has no throughput for '{job.job_type}' at "
+                f"scale factor {job.scale_factor} on {', '.join(worker_types)} (measure it "
+                "with `shock profile`, or estimate it with --estimate-throughputs unknown)",
+                path=trace.source,
+                line=job.source_line,
+                field="job_type",
+            )
 
 
 def _adaptation_rules(

@@ -7,7 +7,18 @@ batches an uninterrupted run would have seen.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
+
+
+class BatchSource(Protocol):
+    """Where a workload's batches come from: a fixed set read in epochs (`EpochSampler`) or
+    batches generated on the device (`shock.workloads.full.data.GeneratedData`)."""
+
+    num_samples: int  # samples in one epoch
+
+    def batch(self, position: int, size: int) -> tuple[torch.Tensor, ...]: ...
 
 
 class EpochSampler:

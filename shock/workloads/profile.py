@@ -8,7 +8,21 @@ from dataclasses import dataclass
 import torch
 
 from shock.workloads.families import parse_job_type
-from shock.workloads.workload import build_workload
+from shock.workloads.workload import Workload, build_workload
+
+WORKLOAD_SIZES = ("standin", "full")
+
+
+def build_sized_workload(family: str, seed: int, device: str, size: str) -> Workload:
+    """The CPU stand-in (default) or the full-size model (`--workload-size full`)."""
+    if size == "full":
+        from shock.workloads.full.workload import build_full_workload
+
+        return build_full_workload(family, seed, device)
+    if size != "standin":
+        choices = ", ".join(WORKLOAD_SIZES)
+        raise ValueError(f"--workload-size: expected one of {choices}, got {size!r}")
+    return build_workload(family, seed, device)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +48,13 @@ def measure_throughput(
     warmup_steps: int = 3,
     min_steps: int = 3,
     seed: int = 0,
+    size: str = "standin",
 ) -> ProfileResult:
     """Train `warmup_steps` unmeasured steps, then at least `min_steps` and `seconds`."""
     if seconds <= 0 or warmup_steps < 0 or min_steps < 1:
         raise ValueError("need seconds > 0, warmup_steps >= 0 and min_steps >= 1")
     family, batch_size = parse_job_type(job_type)
-    workload = build_workload(family, seed, device)
+    workload = build_sized_workload(family, seed, device, size)
     position = 0
     for _ in range(warmup_steps):
         workload.train_step(position, batch_size)

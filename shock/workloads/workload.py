@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from shock.workloads import cnn, gan, recommendation, reinforcement, sequence
-from shock.workloads.data import EpochSampler
+from shock.workloads.data import BatchSource, EpochSampler
 from shock.workloads.families import FAMILIES, UnknownJobTypeError
 
 LossFn = Callable[[nn.Module, tuple[torch.Tensor, ...]], torch.Tensor]
@@ -20,7 +20,7 @@ class Workload:
     family: str
     model: nn.Module
     optimizer: torch.optim.Optimizer
-    data: EpochSampler
+    data: BatchSource
     loss: LossFn
     device: torch.device
 

@@ -371,7 +371,14 @@ class JobPlacement(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., hostname: _Optional[str] = ..., gpus: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("job_id", "user", "state", "job_type", "scale_factor", "step", "target_steps", "checkpoint_step", "placement", "submitted_at_unix", "queued_s", "rho", "ended_at_unix", "message", "weight", "adaptation", "command")
+    __slots__ = ("job_id", "user", "state", "job_type", "scale_factor", "step", "target_steps", "checkpoint_step", "placement", "submitted_at_unix", "queued_s", "rho", "ended_at_unix", "message", "weight", "adaptation", "steps_per_s", "command")
+    class StepsPerSEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -388,6 +395,7 @@ class JobStatus(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     ADAPTATION_FIELD_NUMBER: _ClassVar[int]
+    STEPS_PER_S_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     user: str
@@ -405,8 +413,9 @@ class JobStatus(_message.Message):
     message: str
     weight: float
     adaptation: str
+    steps_per_s: _containers.ScalarMap[str, float]
     command: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_id: _Optional[int] = ..., user: _Optional[str] = ..., state: _Optional[str] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., step: _Optional[int] = ..., target_steps: _Optional[int] = ..., checkpoint_step: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[JobPlacement, _Mapping]]] = ..., submitted_at_unix: _Optional[float] = ..., queued_s: _Optional[float] = ..., rho: _Optional[float] = ..., ended_at_unix: _Optional[float] = ..., message: _Optional[str] = ..., weight: _Optional[float] = ..., adaptation: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[int] = ..., user: _Optional[str] = ..., state: _Optional[str] = ..., job_type: _Optional[str] = ..., scale_factor: _Optional[int] = ..., step: _Optional[int] = ..., target_steps: _Optional[int] = ..., checkpoint_step: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[JobPlacement, _Mapping]]] = ..., submitted_at_unix: _Optional[float] = ..., queued_s: _Optional[float] = ..., rho: _Optional[float] = ..., ended_at_unix: _Optional[float] = ..., message: _Optional[str] = ..., weight: _Optional[float] = ..., adaptation: _Optional[str] = ..., steps_per_s: _Optional[_Mapping[str, float]] = ..., command: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
     __slots__ = ("job_ids", "user")

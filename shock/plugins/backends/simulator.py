@@ -9,6 +9,7 @@ round (Synergy's semantics, `quantised_rounds`: at the round's end, every round 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,8 @@ from shock.api import (
     ColumnProgress,
     ExecutorCapabilities,
     JobSpec,
+    MeasuredPairRate,
+    MeasuredRate,
     PlannedUnit,
     Register,
     RoundColumns,
@@ -25,6 +28,7 @@ from shock.api import (
     RoundReport,
     RunRequest,
     RunResult,
+    ThroughputTable,
     UnitProgress,
     hookimpl,
     run_engine,
@@ -150,12 +154,95 @@ def _with_fewer_steps(
     return UnitProgress(tuple(counts), tuple(finishes), unit_finish - start)
 
 
+class OracleSimulatedExecutor(SimulatedExecutor):
+    """The simulator when the policy sees estimated throughputs: jobs run at the measured
+    table's rates (the oracle), not at the engine's estimates, and every round reports the
+    rates they ran at, as a real cluster's executor reports what its jobs measured. Job
+    types the oracle lacks run at the engine's rate (nothing truer is known)."""
+
+    capabilities = ExecutorCapabilities(
+        simulates_jobs=True, measures_rates=True, measures_pair_rates=True
+    )
+
+    def __init__(self, oracle: ThroughputTable) -> None:
+        super().__init__()
+        self.oracle = oracle
+        self.server_of_gpu: list[int] = []
+        self.placement_sensitive = False
+
+    def start(self, request: RunRequest, jobs: tuple[JobSpec, ...]) -> Cluster:
+        cluster = super().start(request, jobs)
+        # GPU ids run over the servers in order (as the engine numbers them).
+        self.server_of_gpu = [
+            server.server_id for server in cluster.servers() for _ in range(server.num_gpus)
+        ]
+        self.placement_sensitive = request.config.mechanism.placement_sensitive
+        return cluster
+
+    def _spread(self, gpus: tuple[int, ...]) -> bool:
+        """A gang across servers runs at the table's unconsolidated rate, where it has one."""
+        servers = self.server_of_gpu
+        return (
+            self.placement_sensitive and len(gpus) > 1 and len({servers[g] for g in gpus}) > 1
+        )
+
+    def run_round(self, plan: RoundPlan) -> RoundReport:
+        oracle = self.oracle
+        progress: list[UnitProgress] = []
+        rates: dict[tuple[str, int, str], MeasuredRate] = {}
+        pairs: dict[tuple[str, str, int, str], MeasuredPairRate] = {}
+        end = plan.start_s
+        for unit in plan.units:
+            size = len(unit.gpus) or 1
+            worker_type = unit.worker_type
+            if len(unit.job_types) == 1:
+                job_type = unit.job_types[0]
+                if self._spread(unit.gpus):
+                    worker_type = f"{worker_type}_unconsolidated"
+                true = oracle.throughput(job_type, size, worker_type) or oracle.throughput(
+                    job_type, size, unit.worker_type
+                )
+                if true > 0:
+                    unit = unit._replace(rates=(true,))
+                    rates[(job_type, size, worker_type)] = MeasuredRate(
+                        job_type, size, worker_type, true
+                    )
+            elif all((t, size) in oracle.isolated for t in unit.job_types):
+                first, second = unit.job_types
+                true_pair = oracle.pair_throughput((first, size), (second, size), worker_type)
+                pairs[(first, second, size, worker_type)] = MeasuredPairRate(
+                    first, second, size, worker_type, *true_pair
+                )
+                if min(true_pair) <= 0:
+                    # A pair that makes no progress together (Gavel's [0, 0]): nothing done,
+                    # the GPUs held for the round.
+                    progress.append(
+                        UnitProgress((0, 0), (plan.end_s, plan.end_s), plan.end_s - plan.start_s)
+                    )
+                    end = max(end, plan.end_s)
+                    continue
+                if first == second:
+                    # Two jobs of one type are interchangeable: the mechanism gives each the
+                    # mean of the two measurements, and so do the oracle's runs.
+                    true_pair = ((true_pair[0] + true_pair[1]) / 2,) * 2
+                unit = unit._replace(rates=true_pair)
+            done = super().run_round(replace(plan, units=(unit,))).units[0]
+            progress.append(done)
+            end = max(end, plan.start_s + done.exec_s)
+        self.now = end
+        return RoundReport(
+            end, tuple(progress), rates=tuple(rates.values()), pair_rates=tuple(pairs.values())
+        )
+
+
 class Simulator:
     name = "simulator"
     description = "fast discrete-event simulator of the round-based mechanism"
     simulates_jobs = True  # batch sizes follow the run's adaptation rules
 
     def executor(self, request: RunRequest) -> SimulatedExecutor:
+        if request.oracle is not None:
+            return OracleSimulatedExecutor(request.oracle)
         return SimulatedExecutor()
 
     def run(self, request: RunRequest) -> RunResult:
