@@ -5,7 +5,8 @@ Import from here, and only from here: everything under `shock.core`, `shock.plug
 
 - Plugin contract: `hookimpl` marks a hook function, `Register` is the callback the
   registration hooks receive (see docs/plugins.md for every hook).
-- Policies: `Policy`, `PolicyInput`, `PolicyJob`, `Allocation`, `ProblemClass`, `UnitKey`,
+- Policies: `Policy`, `PolicyInput`, `PolicyJob`, `Allocation` (with an elastic policy's
+  `ElasticGrant` per job), `ProblemClass`, `UnitKey`,
   and the solver they are handed (`SolverSpec`, `solve_pyomo`, `MatrixLP`,
   `solve_matrix_lp`, `solve_matrix_milp`).
 - Placements: `Placement`, `PlacementRequest`; resource-aware ones `ResourcePlacement`,
@@ -73,7 +74,14 @@ from shock.core.lazy import lazy_module
 from shock.core.model import Cluster, JobSpec, Server, batch_size_of, model_family_of
 from shock.core.placement import Placement, PlacementRequest
 from shock.core.plugins import PluginRegistry, default_registry, load_plugins
-from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, UnitKey
+from shock.core.policy import (
+    Allocation,
+    ElasticGrant,
+    Policy,
+    PolicyInput,
+    PolicyJob,
+    UnitKey,
+)
 from shock.core.policy_options import typed_options
 from shock.core.policy_state import (
     by_job,
@@ -139,6 +147,7 @@ __all__ = [  # grouped in the module docstring
     "ClusterRuntime",
     "ColumnProgress",
     "ColumnarExecutor",
+    "ElasticGrant",
     "Executor",
     "ExecutorCapabilities",
     "GrantPart",
