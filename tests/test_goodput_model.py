@@ -167,3 +167,17 @@ def test_applications_fit_their_measurements() -> None:
         model = app.goodput_model(epoch=1)
         assert model.best_config(1, 1).goodput.item() > 0
         assert model.grad == app.validation[app.limits.init_batch_size][1].grad
+
+
+@needs_scipy
+def test_stored_fits_are_what_the_fit_gives() -> None:
+    # shock/data/pollux/fitted.json keeps the fits; fitting again predicts the same times.
+    from shock.goodput import applications
+    from shock.goodput.fit import fit_perf_params
+
+    app = applications.application("yolov3")
+    data = app.step_times
+    again = fit_perf_params(data)
+    stored = step_time(app.perf, data.num_nodes, data.num_replicas, data.atomic_bsz, 0)
+    fresh = step_time(again, data.num_nodes, data.num_replicas, data.atomic_bsz, 0)
+    assert np.max(np.abs(np.log(stored / fresh))) < 0.01

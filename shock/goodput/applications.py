@@ -13,15 +13,20 @@ Each application folder holds:
 
 An application's goodput model fits the step-time model to all its step-time measurements
 (compute time = step time - sync time) and takes the gradient statistics of the run at its
-initial batch size at the epoch asked for. Its batch limits are Pollux's: the smallest and
-largest validated total batch sizes, the smallest and largest measured atomic batch sizes
-(YOLOv3's largest atomic batch is 8, as Pollux sets it).
+initial batch size at the epoch asked for. The fitted parameters are kept in
+`shock/data/pollux/fitted.json` (a fit takes seconds); `python -m shock.goodput.applications`
+fits them again from the measurements and rewrites that file.
+
+Its batch limits are Pollux's: the smallest and largest validated total batch sizes, the
+smallest and largest measured atomic batch sizes (YOLOv3's largest atomic batch is 8, as
+Pollux sets it).
 """
 
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -143,6 +148,42 @@ def application(name: str) -> Application:
     return Application(name, limits, epochs, times, dict(sorted(validation.items())))
 
 
+FITTED_FILE = "fitted.json"
+
+
+def _fitted_path() -> Path:
+    return _data_root().parent / FITTED_FILE
+
+
+@cache
+def _stored_fits() -> dict[str, PerfParams]:
+    path = _fitted_path()
+    if not path.exists():
+        return {}
+    raw = json.loads(path.read_text())
+    return {name: PerfParams(**values) for name, values in raw["params"].items()}
+
+
 @cache
 def _fitted(name: str) -> PerfParams:
-    return fit_perf_params(application(name).step_times)
+    stored = _stored_fits().get(name)
+    return stored if stored is not None else fit_perf_params(application(name).step_times)
+
+
+def refit() -> dict[str, PerfParams]:
+    """Fit every application's step-time model from its measurements and store the result."""
+    fits = {name: fit_perf_params(application(name).step_times) for name in names()}
+    document = {
+        "about": "Pollux's step-time model fitted to each application's measured step times "
+        "(shock.goodput.fit); regenerate with: python -m shock.goodput.applications",
+        "params": {name: asdict(params) for name, params in fits.items()},
+    }
+    _fitted_path().write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    _stored_fits.cache_clear()
+    _fitted.cache_clear()
+    return fits
+
+
+if __name__ == "__main__":
+    for app_name, params in refit().items():
+        print(app_name, params)
