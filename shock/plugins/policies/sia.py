@@ -176,16 +176,11 @@ class Sia(Policy):
             )
         return Allocation(keys, problem.worker_types, fractions, elastic=elastic)
 
-    def _solve(
-        self,
-        problem: PolicyInput,
-        configs: tuple[Config, ...],
-        goodput: np.ndarray,
-        solver: SolverSpec,
-    ) -> list[Config | None]:
+    def utilities(
+        self, problem: PolicyInput, configs: tuple[Config, ...], goodput: np.ndarray
+    ) -> np.ndarray:
+        """A[j, c]: normalised, restart-discounted goodput raised to p (0 where unusable)."""
         opts = self.options
-        m = len(problem.jobs)
-        weights = problem.priority_weights
         utility = np.zeros_like(goodput)
         for j, job in enumerate(problem.jobs):
             row = goodput[j]
@@ -205,6 +200,19 @@ class Sia(Policy):
             usable = goodput[j] > 0
             floored = np.maximum(np.where(usable, row, 1.0), _ZERO_GAIN)
             utility[j] = np.where(usable, np.minimum(np.power(floored, opts.p), _CLIP), 0.0)
+        return utility
+
+    def _solve(
+        self,
+        problem: PolicyInput,
+        configs: tuple[Config, ...],
+        goodput: np.ndarray,
+        solver: SolverSpec,
+    ) -> list[Config | None]:
+        opts = self.options
+        m = len(problem.jobs)
+        weights = problem.priority_weights
+        utility = self.utilities(problem, configs, goodput)
         # Columns: the usable (job, config) pairs. Cost (minimised) per column.
         rows_j, cols_c = np.nonzero(goodput > 0)
         if len(rows_j) == 0:
