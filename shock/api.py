@@ -30,8 +30,9 @@ Import from here, and only from here: everything under `shock.core`, `shock.plug
 - Errors a user can act on: `ShockError`, `InputError`, `UnknownPluginError`, `SolverError`.
 - Building blocks the built-in plugins share: typed policy options (`typed_options`), JSON forms
   of policy state (`by_job`, `job_keyed`, `job_pairs`, `pairs_of`, `random_state`,
-  `set_random_state`), job kinds (`batch_size_of`, `model_family_of`, `DEFAULT_ENTITY`,
-  `DEFAULT_CPUS_PER_GPU`, `DEFAULT_MEM_GB_PER_GPU`), epochs and batch-size schedules
+  `set_random_state`, and numpy generators' `generator_state`, `set_generator_state`), job
+  kinds (`batch_size_of`, `model_family_of`, `DEFAULT_ENTITY`, `DEFAULT_CPUS_PER_GPU`,
+  `DEFAULT_MEM_GB_PER_GPU`), epochs and batch-size schedules
   (`adaptation_data`, `datasets`, `num_epochs`, `steps_per_epoch`, `job_type_with_batch_size`,
   `follow_schedule`), fairness (`fair_share_runtime`, `finish_time_ratio`), and the optimisation
   layer's direct paths (`highs_lp`, `new_highs`, `quiet_highs_banner`, `model_size`,
@@ -85,10 +86,12 @@ from shock.core.policy import (
 from shock.core.policy_options import typed_options
 from shock.core.policy_state import (
     by_job,
+    generator_state,
     job_keyed,
     job_pairs,
     pairs_of,
     random_state,
+    set_generator_state,
     set_random_state,
 )
 from shock.core.resource_placement import (
@@ -210,6 +213,7 @@ __all__ = [  # grouped in the module docstring
     "fair_share_runtime",
     "finish_time_ratio",
     "follow_schedule",
+    "generator_state",
     "highs_lp",
     "hookimpl",
     "is_nonlinear",
@@ -228,6 +232,7 @@ __all__ = [  # grouped in the module docstring
     "random_state",
     "run",
     "run_engine",
+    "set_generator_state",
     "set_random_state",
     "solve_matrix_lp",
     "solve_matrix_milp",

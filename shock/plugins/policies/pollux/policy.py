@@ -43,7 +43,9 @@ from shock.api import (
     PolicyInput,
     Register,
     SolverSpec,
+    generator_state,
     hookimpl,
+    set_generator_state,
     typed_options,
 )
 from shock.goodput.restarts import RestartLedger, restart_factor
@@ -108,12 +110,14 @@ class Pollux(Policy):
         return Pollux(self.options, seed)
 
     def snapshot(self) -> dict[str, Any]:
-        # The genetic population is not kept: a restored scheduler seeds from the current
-        # allocation alone.
+        population = None if self.population is None else self.population.tolist()
         return {
             "ledger": self.ledger.snapshot(encode=list),
             "placements": {str(j): p.tolist() for j, p in self.placements.items()},
             "most_gpus": {str(j): n for j, n in self.most_gpus.items()},
+            "population": population,
+            "population_jobs": list(self.population_jobs),
+            "rng": generator_state(self.rng),
         }
 
     def restore(self, snapshot: Mapping[str, Any]) -> None:
@@ -122,8 +126,10 @@ class Pollux(Policy):
             int(j): np.array(p, dtype=int) for j, p in snapshot["placements"].items()
         }
         self.most_gpus = {int(j): int(n) for j, n in snapshot["most_gpus"].items()}
-        self.population = None
-        self.population_jobs = ()
+        population = snapshot["population"]
+        self.population = None if population is None else np.array(population, dtype=int)
+        self.population_jobs = tuple(int(j) for j in snapshot["population_jobs"])
+        set_generator_state(self.rng, snapshot["rng"])
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         opts = self.options
