@@ -2,16 +2,17 @@
 
 A state is an integer matrix: state[j, k] GPUs of node k for job j. The population of the
 previous round seeds the next one (re-indexed to the current jobs), so the search continues
-where it stopped instead of starting over. Each generation mates parents chosen by binary
-tournament, mutates and repairs the children, and keeps the best `population` states of
-parents and children together (elitist). The operators are Pollux's:
+where it stopped instead of starting over; the current allocation joins the seeds. Each
+generation mates parents chosen by binary tournament, mutates and repairs the children, and
+keeps the best `population` states of parents and children together (elitist). The
+operators are Pollux's:
 
 - crossover: one cut point over the jobs; each child takes the rows above the cut from one
   parent and the rest from the other;
 - mutation: a job's row is reset to its current allocation (probability 0.1); some of a
-  job's entries are zeroed (for a tenth of the jobs, each entry with probability 0.1); entries
-  on nodes with free GPUs grow to a random count up to the node's size (more likely on nodes
-  the job already uses);
+  job's entries are zeroed (for a tenth of the jobs, each entry with probability 0.1); on each
+  node with free GPUs about one job's entry grows to a random count up to the node's size
+  (any job with probability 1 / jobs, one already on the node with 1 / its jobs there);
 - repair, in this order: at most one distributed (multi-node) job per node, the first in the
   jobs' order keeping it; at most `max_gpus[j]` GPUs and `max_nodes` nodes per job (nodes
   visited in random order); node capacities, filled in the jobs' order (earlier jobs first).
@@ -56,19 +57,25 @@ def crossover(parents_a: np.ndarray, parents_b: np.ndarray, rng: np.random.Gener
 def mutate(states: np.ndarray, space: SearchSpace, rng: np.random.Generator) -> np.ndarray:
     states = states.copy()
     pop, jobs, _ = states.shape
-    reset = rng.random((pop, jobs)) < _RESET_PROB
-    states = np.where(reset[:, :, None], space.base[None], states)
-    zero_rows = rng.random((pop, jobs)) < _ZERO_ROW_PROB
-    states[zero_rows[:, :, None] & (rng.random(states.shape) < _ZERO_ENTRY_PROB)] = 0
+    reset = rng.random((pop, jobs), dtype=np.float32) < _RESET_PROB
+    states[reset] = np.broadcast_to(space.base[None], states.shape)[reset]
+    rows = np.nonzero(rng.random((pop, jobs), dtype=np.float32) < _ZERO_ROW_PROB)
+    if len(rows[0]):
+        picked = states[rows]
+        picked[rng.random(picked.shape, dtype=np.float32) < _ZERO_ENTRY_PROB] = 0
+        states[rows] = picked
     free = space.node_gpus[None, :] - states.sum(axis=1)  # pop x nodes
+    # On each node with free GPUs, about one job grows: any job with probability 1 / jobs,
+    # and one of the jobs already there with probability 1 / those jobs.
     has_free = np.broadcast_to((free > 0)[:, None, :], states.shape)
-    p_free = has_free / np.maximum(has_free.sum(axis=2, keepdims=True), 1)
+    p_free = has_free / np.maximum(has_free.sum(axis=1, keepdims=True), 1)
     used = has_free & (states > 0)
-    p_used = used / np.maximum(used.sum(axis=2, keepdims=True), 1)
-    grow = rng.random(states.shape) < p_free + p_used - p_free * p_used
-    high = np.broadcast_to(space.node_gpus[None, None, :] + 1, states.shape)
-    drawn = rng.integers(np.minimum(states, high - 1), high)
-    states[grow] = drawn[grow]
+    p_used = used / np.maximum(used.sum(axis=1, keepdims=True), 1)
+    grow = rng.random(states.shape, dtype=np.float32) < p_free + p_used - p_free * p_used
+    where = np.nonzero(grow)
+    if len(where[0]):
+        high = space.node_gpus[where[2]] + 1
+        states[where] = rng.integers(np.minimum(states[where], high - 1), high)
     return states
 
 
@@ -78,14 +85,19 @@ def repair(states: np.ndarray, space: SearchSpace, rng: np.random.Generator) -> 
     distributed = (states > 0).sum(axis=2) > 1
     on_node = (states > 0) & distributed[:, :, None]
     states[(np.cumsum(on_node, axis=1) > 1) & on_node] = 0
-    # Per-job GPU and node limits, nodes taken in a random order.
-    order = np.argsort(rng.random(states.shape), axis=2)
-    shuffled = np.take_along_axis(states, order, axis=2)
-    capped = np.minimum(np.cumsum(shuffled, axis=2), space.max_gpus[None, :, None])
-    shuffled = np.diff(capped, axis=2, prepend=0)
-    within_nodes = np.cumsum(shuffled > 0, axis=2) <= space.max_nodes
-    shuffled = np.where(within_nodes, shuffled, 0)
-    states = np.take_along_axis(shuffled, np.argsort(order, axis=2), axis=2)
+    # Per-job GPU and node limits, nodes taken in a random order (only rows over a limit).
+    over = (states.sum(axis=2) > space.max_gpus[None, :]) | (
+        np.count_nonzero(states, axis=2) > space.max_nodes
+    )
+    rows = np.nonzero(over)
+    if len(rows[0]):
+        picked = states[rows]  # rows x nodes
+        order = np.argsort(rng.random(picked.shape), axis=1)
+        shuffled = np.take_along_axis(picked, order, axis=1)
+        limit = space.max_gpus[rows[1]][:, None]
+        shuffled = np.diff(np.minimum(np.cumsum(shuffled, axis=1), limit), axis=1, prepend=0)
+        shuffled = np.where(np.cumsum(shuffled > 0, axis=1) <= space.max_nodes, shuffled, 0)
+        states[rows] = np.take_along_axis(shuffled, np.argsort(order, axis=1), axis=1)
     # Node capacities, earlier jobs first.
     filled = np.minimum(np.cumsum(states, axis=1), space.node_gpus[None, None, :])
     return np.diff(filled, axis=1, prepend=0)
