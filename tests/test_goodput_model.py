@@ -181,3 +181,25 @@ def test_stored_fits_are_what_the_fit_gives() -> None:
     stored = step_time(app.perf, data.num_nodes, data.num_replicas, data.atomic_bsz, 0)
     fresh = step_time(again, data.num_nodes, data.num_replicas, data.atomic_bsz, 0)
     assert np.max(np.abs(np.log(stored / fresh))) < 0.01
+
+
+def test_goodput_table_by_placement() -> None:
+    from shock.goodput.speedup import GoodputTable, application_of, epoch_of
+
+    limits = BatchLimits(init_batch_size=16, max_batch_size=128, min_local_bsz=16, max_local_bsz=64)
+    model = GoodputModel(PERF, GradParams(sqr=1.0, var=4.0), limits)
+    table = GoodputTable.of(model, max_nodes=3, gpus_per_node=4)
+    # Placements that cannot exist have no goodput: no nodes, more nodes than GPUs, more GPUs
+    # than the nodes hold; 12 GPUs need 12 x 16 > 128 samples.
+    assert table.goodput[0, 0] == table.goodput[2, 1] == table.goodput[1, 5] == 0
+    assert table.goodput[3, 12] == 0 and table.max_gpus == 8
+    assert table.goodput[2, 8] > 0
+    assert table.goodput[2, 8] == pytest.approx(model.best_config(2, 8).goodput.item())
+    assert table.at(np.array([5]), np.array([1])).item() == 0  # outside the table
+    # The fair share's goodput: 6 GPUs on two nodes.
+    assert table.base_goodput(6) == pytest.approx(table.goodput[2, 6])
+    linear = GoodputTable.linear(max_nodes=2, gpus_per_node=4)
+    assert linear.goodput[2, 7] == 7 and linear.goodput[1, 5] == 0
+    assert application_of("cifar10 (batch size 2048)") == "cifar10"
+    assert application_of("ResNet-18 (batch size 32)") is None
+    assert epoch_of("ResNet-18 (batch size 32)", 50, 100) == 0
