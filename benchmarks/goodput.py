@@ -17,7 +17,8 @@ training (seeded), with Sia's and Pollux's goodput models from the artifact's me
 Times are CPU seconds (user + system) of this process. Target: sia's round at most 1 s on 64
 GPUs.
 
-    python benchmarks/goodput.py [--jobs 20,40,80,160] [--rounds 5] [--json out.json]
+    python benchmarks/goodput.py [--jobs 20,40,80,160] [--rounds 5] [--only sia|pollux]
+                                 [--json out.json]
 """
 
 from __future__ import annotations
@@ -197,12 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", default="20,40,80,160", help="active job counts")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", choices=("sia", "pollux"), default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.jobs.split(",")]
     began = time.perf_counter()
-    sia = [bench_sia(c, args.rounds) for c in counts]
-    pollux = [bench_pollux(c, args.rounds) for c in counts]
+    sia = [bench_sia(c, args.rounds) for c in counts] if args.only != "pollux" else []
+    pollux = [bench_pollux(c, args.rounds) for c in counts] if args.only != "sia" else []
     console = Console()
     table = Table(title="sia on 64 GPUs (t4=32, v100=16, a100=16): CPU s per round")
     for column in (
@@ -227,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['objective_gap_max']:.2g}",
             "yes" if row["round_s_max"] <= 1.0 else "NO",
         )
-    console.print(table)
+    if sia:
+        console.print(table)
     table = Table(title="pollux on 16 x 4 T4 (population 100, 100 generations): CPU s per round")
     for column in ("jobs", "first round", "round mean", "round max"):
         table.add_column(column, justify="right")
@@ -238,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['round_s_mean']:.3f}",
             f"{row['round_s_max']:.3f}",
         )
-    console.print(table)
+    if pollux:
+        console.print(table)
     console.print(f"wall {time.perf_counter() - began:.1f} s")
     if args.json is not None:
         args.json.write_text(json.dumps({"sia": sia, "pollux": pollux}, indent=1) + "\n")
