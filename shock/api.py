@@ -5,9 +5,10 @@ Import from here, and only from here: everything under `shock.core`, `shock.plug
 
 - Plugin contract: `hookimpl` marks a hook function, `Register` is the callback the
   registration hooks receive (see docs/plugins.md for every hook).
-- Policies: `Policy`, `PolicyInput`, `PolicyJob`, `Allocation`, `ProblemClass`, `UnitKey`,
-  how the objectives of a partitioned problem's parts combine
-  (`PartObjectives`), and the solver they are handed (`SolverSpec`, `solve_pyomo`, `MatrixLP`,
+- Policies: `Policy`, `PolicyInput`, `PolicyJob`, `Allocation` (with an elastic policy's
+  `ElasticGrant` per job), `ProblemClass`, `UnitKey`, how the objectives of a partitioned
+  problem's parts combine (`PartObjectives`), and the solver they are handed (`SolverSpec`,
+  `solve_pyomo`, `MatrixLP`,
   `solve_matrix_lp`, `solve_matrix_milp`).
 - Presets (`register_presets`): `Preset`, and the semantics it chooses (`SelectionRule`,
   `OverheadRule`, `OverheadEffect`, `RhoContention`, `RhoAlone`).
@@ -32,8 +33,9 @@ Import from here, and only from here: everything under `shock.core`, `shock.plug
 - Errors a user can act on: `ShockError`, `InputError`, `UnknownPluginError`, `SolverError`.
 - Building blocks the built-in plugins share: typed policy options (`typed_options`), JSON forms
   of policy state (`by_job`, `job_keyed`, `job_pairs`, `pairs_of`, `random_state`,
-  `set_random_state`), job kinds (`batch_size_of`, `model_family_of`, `DEFAULT_ENTITY`,
-  `DEFAULT_CPUS_PER_GPU`, `DEFAULT_MEM_GB_PER_GPU`), epochs and batch-size schedules
+  `set_random_state`, and numpy generators' `generator_state`, `set_generator_state`), job
+  kinds (`batch_size_of`, `model_family_of`, `DEFAULT_ENTITY`, `DEFAULT_CPUS_PER_GPU`,
+  `DEFAULT_MEM_GB_PER_GPU`), epochs and batch-size schedules
   (`adaptation_data`, `datasets`, `num_epochs`, `steps_per_epoch`, `job_type_with_batch_size`,
   `follow_schedule`), fairness (`fair_share_runtime`, `finish_time_ratio`), and the optimisation
   layer's direct paths (`highs_lp`, `new_highs`, `quiet_highs_banner`, `model_size`,
@@ -79,6 +81,7 @@ from shock.core.placement import Placement, PlacementRequest
 from shock.core.plugins import PluginRegistry, default_registry, load_plugins
 from shock.core.policy import (
     Allocation,
+    ElasticGrant,
     PartObjectives,
     Policy,
     PolicyInput,
@@ -88,10 +91,12 @@ from shock.core.policy import (
 from shock.core.policy_options import typed_options
 from shock.core.policy_state import (
     by_job,
+    generator_state,
     job_keyed,
     job_pairs,
     pairs_of,
     random_state,
+    set_generator_state,
     set_random_state,
 )
 from shock.core.presets import Preset
@@ -159,6 +164,7 @@ __all__ = [  # grouped in the module docstring
     "ClusterRuntime",
     "ColumnProgress",
     "ColumnarExecutor",
+    "ElasticGrant",
     "Executor",
     "ExecutorCapabilities",
     "GrantPart",
@@ -229,6 +235,7 @@ __all__ = [  # grouped in the module docstring
     "fair_share_runtime",
     "finish_time_ratio",
     "follow_schedule",
+    "generator_state",
     "highs_lp",
     "hookimpl",
     "is_nonlinear",
@@ -247,6 +254,7 @@ __all__ = [  # grouped in the module docstring
     "random_state",
     "run",
     "run_engine",
+    "set_generator_state",
     "set_random_state",
     "solve_matrix_lp",
     "solve_matrix_milp",

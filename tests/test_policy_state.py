@@ -103,6 +103,8 @@ STATEFUL = [
     ("finish_time_fairness_packed", 1),
     ("shockwave", 1),
     ("themis", 1),
+    ("pollux", 1),
+    ("sia", 1),
     ("max_min_fairness_perf", 2),
     ("finish_time_fairness_perf", 2),
 ]

@@ -149,6 +149,21 @@ _FIELD_DEFAULTS = {f.name: f.default for f in fields(PolicyInput) if f.default i
 
 
 @dataclass(frozen=True, slots=True)
+class ElasticGrant:
+    """What an elastic policy (Pollux, Sia) chose for one job this round: how many GPUs of
+    which worker type, over how many nodes, and the batch size to train with there."""
+
+    worker_type: str
+    gpus: int
+    num_nodes: int
+    # Total batch size (GPUs x atomic batch x (accumulation steps + 1)); None: the job keeps
+    # its own (the policy has no goodput model of it).
+    batch_size: int | None = None
+    atomic_batch_size: int | None = None
+    accumulation_steps: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Allocation:
     """Fraction of time each unit should spend on each worker type (rows sum to <= 1)."""
 
@@ -159,6 +174,11 @@ class Allocation:
     # A policy that decides rounds itself (Shockwave) gives the order in which the mechanism
     # takes units this round (gangs whole, while GPUs are left); None: by time owed/priority.
     round_order: tuple[UnitKey, ...] | None = None
+    # An elastic policy's choice per job (jobs it gives no GPUs are absent): the GPU count and
+    # batch size the job should run with, which may differ from its trace's scale factor. An
+    # engine that cannot resize jobs uses `fractions`, which such a policy sets so that each
+    # job gets the GPU-time of its grant at its fixed scale factor (gpus / scale factor).
+    elastic: Mapping[UnitKey, ElasticGrant] | None = None
 
     def of(self, key: UnitKey) -> dict[str, float]:
         row = self.keys.index(key)

@@ -1,0 +1,253 @@
+"""Per-round decision time of the goodput-aware policies, `sia` and `pollux`.
+
+Active jobs: the first J jobs of Pollux's workload 6 (bundled), each part-way through its
+training (seeded), with Sia's and Pollux's goodput models from the artifact's measurements.
+
+- sia: a 64-GPU heterogeneous cluster (t4=32, v100=16, a100=16; per-type one-GPU speeds from
+  a seeded table), GPUs in nodes of 4. Each of several rounds advances every job and solves
+  Sia's MILP on HiGHS through shock's matrix path; the first round, which builds the goodput
+  tables, is timed apart. The baseline is the same MILP written in cvxpy as Sia's artifact
+  writes it (cvxpy.Variable(integer=True), multiply, sum), solved by cvxpy's HiGHS (the
+  artifact uses CBC, which is not installed here): its time includes cvxpy's compilation, as
+  the artifact pays it every round. Both answers' objective values are compared.
+- pollux: 16 nodes of 4 T4 GPUs, Pollux's genetic search at its defaults (population 100,
+  100 generations) seeded by the previous round's population. No baseline runs here (Pollux's
+  artifact needs pymoo 0.4 on Python 3.8).
+
+Times are CPU seconds (user + system) of this process. Target: sia's round at most 1 s on 64
+GPUs.
+
+    python benchmarks/goodput.py [--jobs 20,40,80,160] [--rounds 5] [--only sia|pollux]
+                                 [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from shock.core.plugins import default_registry
+from shock.core.policy import PolicyInput, PolicyJob
+from shock.core.solver import SolverSpec
+from shock.core.trace import read_trace
+from shock.plugins.policies.pollux.policy import Pollux
+from shock.plugins.policies.sia import Sia, configurations
+
+WORKLOAD = Path(str(resources.files("shock") / "data" / "pollux" / "workloads" / "workload-6.csv"))
+SIA_CLUSTER = {"t4": 32, "v100": 16, "a100": 16}
+ROUND_S = 60.0
+
+
+def cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def active_jobs(count: int, seed: int) -> tuple[PolicyJob, ...]:
+    trace = read_trace(WORKLOAD, default_registry())
+    rng = np.random.default_rng(seed)
+    jobs = []
+    for spec in trace.jobs[:count]:
+        done = float(rng.uniform(0, 0.8) * spec.total_steps)
+        jobs.append(
+            PolicyJob(
+                job_id=spec.job_id,
+                job_type=spec.job_type,
+                scale_factor=spec.scale_factor,
+                priority_weight=1.0,
+                arrival_time=0.0,
+                total_steps=spec.total_steps,
+                steps_done=done,
+                time_run_s=float(rng.uniform(0, 3600)),
+            )
+        )
+    return tuple(jobs)
+
+
+def advanced(jobs: tuple[PolicyJob, ...], fraction: float) -> tuple[PolicyJob, ...]:
+    return tuple(
+        dataclasses.replace(
+            j, steps_done=min(j.total_steps - 1.0, j.steps_done + fraction * j.total_steps)
+        )
+        for j in jobs
+    )
+
+
+def problem_for(jobs: tuple[PolicyJob, ...], cluster: dict[str, int], now: float) -> PolicyInput:
+    rng = np.random.default_rng(len(jobs))
+    speeds = np.column_stack(
+        [np.ones(len(jobs)), *(rng.uniform(1.5, 3.5, len(jobs)) for _ in range(len(cluster) - 1))]
+    )
+    return PolicyInput(
+        now=now,
+        jobs=jobs,
+        worker_types=tuple(cluster),
+        capacity=np.array(list(cluster.values()), dtype=float),
+        throughputs=speeds[:, : len(cluster)],
+    )
+
+
+def cvxpy_sia(policy: Sia, problem: PolicyInput) -> tuple[float, float]:
+    """Sia's MILP as its artifact writes it, in cvxpy; (CPU seconds, objective)."""
+    import cvxpy as cp
+
+    configs = configurations(problem.capacity, policy.options.gpus_per_node)
+    start = cpu_seconds()
+    goodput = policy.goodputs(problem, configs)
+    utility = policy.utilities(problem, configs, goodput)
+    m, k = utility.shape
+    reduce = np.zeros((k, len(problem.worker_types)))
+    for c, config in enumerate(configs):
+        reduce[c, config.worker] = config.gpus
+    x = cp.Variable((m, k), integer=True)
+    lam = policy.options.lambda_n
+    objective = cp.Minimize(cp.sum(cp.multiply(utility, x)) + lam * (m - cp.sum(x)))
+    constraints = [
+        x >= 0,
+        x <= (goodput > 0).astype(float),
+        cp.sum(x, axis=1) <= 1,
+        cp.sum(x @ reduce, axis=0) <= problem.capacity,
+    ]
+    value = cp.Problem(objective, constraints).solve(solver=cp.HIGHS)
+    return cpu_seconds() - start, float(value)
+
+
+def shock_objective(
+    policy: Sia, problem: PolicyInput, chosen: dict[int, tuple[int, int, int]]
+) -> float:
+    configs = configurations(problem.capacity, policy.options.gpus_per_node)
+    index = {
+        (problem.worker_types[c.worker], c.num_nodes, c.gpus): i for i, c in enumerate(configs)
+    }
+    goodput = policy.goodputs(problem, configs)
+    utility = policy.utilities(problem, configs, goodput)
+    total = policy.options.lambda_n * len(problem.jobs)
+    for row, job in enumerate(problem.jobs):
+        if job.job_id in chosen:
+            total += utility[row, index[chosen[job.job_id]]] - policy.options.lambda_n
+    return total
+
+
+def bench_sia(count: int, rounds: int) -> dict[str, float]:
+    jobs = active_jobs(count, seed=1)
+    policy = Sia().for_run(0)
+    solver = SolverSpec()
+    start = cpu_seconds()
+    policy.allocate(problem_for(jobs, SIA_CLUSTER, 0.0), solver)
+    first = cpu_seconds() - start
+    shock_times, cvx_times, gaps = [], [], []
+    for r in range(1, rounds + 1):
+        jobs = advanced(jobs, 0.02)
+        problem = problem_for(jobs, SIA_CLUSTER, r * ROUND_S + 1000.0)
+        # The cvxpy baseline sees the policy's state before this round's decision.
+        cvx_time, cvx_value = cvxpy_sia(policy, problem)
+        before = (dict(policy.ledger.current), dict(policy.ledger.restarts))
+        start = cpu_seconds()
+        allocation = policy.allocate(problem, solver)
+        shock_times.append(cpu_seconds() - start)
+        cvx_times.append(cvx_time)
+        assert allocation.elastic is not None
+        chosen = {j: (g.worker_type, g.num_nodes, g.gpus) for j, g in allocation.elastic.items()}
+        # Evaluate shock's answer with the state the round started from.
+        after = (policy.ledger.current, policy.ledger.restarts)
+        policy.ledger.current, policy.ledger.restarts = before
+        gaps.append(shock_objective(policy, problem, chosen) - cvx_value)
+        policy.ledger.current, policy.ledger.restarts = after
+    return {
+        "jobs": count,
+        "first_round_s": first,
+        "round_s_mean": float(np.mean(shock_times)),
+        "round_s_max": float(np.max(shock_times)),
+        "cvxpy_round_s_mean": float(np.mean(cvx_times)),
+        "objective_gap_max": float(np.max(np.abs(gaps))),
+    }
+
+
+def bench_pollux(count: int, rounds: int) -> dict[str, float]:
+    jobs = active_jobs(count, seed=2)
+    policy = Pollux().for_run(0)
+    solver = SolverSpec()
+    start = cpu_seconds()
+    policy.allocate(problem_for(jobs, {"t4": 64}, 0.0), solver)
+    first = cpu_seconds() - start
+    times = []
+    for r in range(1, rounds + 1):
+        jobs = advanced(jobs, 0.02)
+        start = cpu_seconds()
+        policy.allocate(problem_for(jobs, {"t4": 64}, r * ROUND_S + 1000.0), solver)
+        times.append(cpu_seconds() - start)
+    return {
+        "jobs": count,
+        "first_round_s": first,
+        "round_s_mean": float(np.mean(times)),
+        "round_s_max": float(np.max(times)),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", default="20,40,80,160", help="active job counts")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", choices=("sia", "pollux"), default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    counts = [int(c) for c in args.jobs.split(",")]
+    began = time.perf_counter()
+    sia = [bench_sia(c, args.rounds) for c in counts] if args.only != "pollux" else []
+    pollux = [bench_pollux(c, args.rounds) for c in counts] if args.only != "sia" else []
+    console = Console()
+    table = Table(title="sia on 64 GPUs (t4=32, v100=16, a100=16): CPU s per round")
+    for column in (
+        "jobs",
+        "first round",
+        "round mean",
+        "round max",
+        "cvxpy round",
+        "cvxpy / shock",
+        "objective gap",
+        "target <= 1 s",
+    ):
+        table.add_column(column, justify="right")
+    for row in sia:
+        table.add_row(
+            str(row["jobs"]),
+            f"{row['first_round_s']:.3f}",
+            f"{row['round_s_mean']:.3f}",
+            f"{row['round_s_max']:.3f}",
+            f"{row['cvxpy_round_s_mean']:.3f}",
+            f"{row['cvxpy_round_s_mean'] / row['round_s_mean']:.1f}x",
+            f"{row['objective_gap_max']:.2g}",
+            "yes" if row["round_s_max"] <= 1.0 else "NO",
+        )
+    if sia:
+        console.print(table)
+    table = Table(title="pollux on 16 x 4 T4 (population 100, 100 generations): CPU s per round")
+    for column in ("jobs", "first round", "round mean", "round max"):
+        table.add_column(column, justify="right")
+    for row in pollux:
+        table.add_row(
+            str(row["jobs"]),
+            f"{row['first_round_s']:.3f}",
+            f"{row['round_s_mean']:.3f}",
+            f"{row['round_s_max']:.3f}",
+        )
+    if pollux:
+        console.print(table)
+    console.print(f"wall {time.perf_counter() - began:.1f} s")
+    if args.json is not None:
+        args.json.write_text(json.dumps({"sia": sia, "pollux": pollux}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
