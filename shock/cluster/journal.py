@@ -115,6 +115,7 @@ class JobRow:
     ended_at: float | None = None
     message: str | None = None
     rho: float | None = None
+    command: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +124,6 @@ class JobEventRow:
     job_id: int
     at: float
     text: str
-    command: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
