@@ -212,13 +212,20 @@ def test_rho_is_fixed_when_the_job_finishes(tmp_path: Path) -> None:
     assert restarted.rho == done.rho
 
 
-def test_a_batch_size_outside_the_throughput_table_is_refused(tmp_path: Path) -> None:
+def test_a_batch_size_outside_the_throughput_table_runs_with_estimated_rates(
+    tmp_path: Path,
+) -> None:
+    # Checked like any built-in job type (the harness must run it), but not refused: the
+    # policies plan with the estimator's rates until the job reports its own.
     scheduler = _service(tmp_path / "state")
-    with pytest.raises(RequestError, match="not in the throughput table; its batch sizes of "
-                       "ResNet-18: 16, 32, 64, 128, 256"):  # fmt: skip
-        scheduler.submit("alice", pb.SubmitJobRequest(
-            job_type="ResNet-18 (batch size 33)", steps=10
-        ))  # fmt: skip
+    reply = scheduler.submit("alice", pb.SubmitJobRequest(
+        job_type="ResNet-18 (batch size 33)", steps=10
+    ))  # fmt: skip
+    (status,) = scheduler.list_jobs(pb.ListJobsRequest(job_ids=[reply.job_id])).jobs
+    assert status.steps_per_s and all(rate > 0 for rate in status.steps_per_s.values())
+    with pytest.raises(RequestError, match="ResNet-18"):
+        scheduler.submit("alice", pb.SubmitJobRequest(job_type="ResNet-19 (batch size 32)",
+                                                      steps=10))  # fmt: skip
 
 
 USERS = Users((User("alice", 2.0, hash_token("alice-token")),

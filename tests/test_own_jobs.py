@@ -169,7 +169,8 @@ def test_bad_submissions_are_refused_in_one_line_and_create_no_job(service: Serv
         (["--gpus", "0", "--", "python", "script.py"], "--gpus"),
         (["--gpus", "5", "--", "python", "script.py"], "the cluster has 1 v100"),
         (["--scale-factor", "0", "--job-type", "LM (batch size 20)", "--steps", "9"], "--gpus"),
-        (["--job-type", "LM (batch size 20)"], "--steps must be >= 1"),
+        (["--job-type", "LM (batch size 20)"], "needs --steps"),
+        (["--job-type", "LM (batch size 20)", "--steps", "0"], "--steps"),
     ):
         done = service.cli("submit", *args)
         assert done.returncode != 0, (args, done.stdout)
