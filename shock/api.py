@@ -19,7 +19,9 @@ Import from here, and only from here: everything under `shock.core`, `shock.plug
   for a simulating executor that takes rounds as arrays, `ColumnarExecutor`, `RoundColumns`,
   `ColumnProgress`); a backend's own options are a dataclass (`BackendOption` describes
   one, `declared_options` lists a backend's);
-  `RunRequest`, `RunConfig`, `ClusterRuntime`, `RunResult`, `JobRecord`.
+  `RunRequest`, `RunConfig`, `ClusterRuntime`, `RunResult`, `JobRecord`;
+  `check_throughputs_known` (a simulating backend's check that the table has every job
+  type's rates).
 - Traces and the cluster: `TraceFormat`, `Trace`, `JobSpec`, `Cluster`, `Server`,
   `ThroughputTable`.
 - Observer events: `RunStarted`, `JobArrived`, `AllocationComputed`, `RoundStarted`,
@@ -109,6 +111,7 @@ from shock.engine.epochs import (
 )
 from shock.engine.mechanism import JobState, Mechanism
 from shock.engine.metrics import fair_share_runtime, finish_time_ratio
+from shock.engine.run_estimates import check_throughputs_known
 from shock.engine.runner import RunOptions, build_request, run
 from shock.lp.analytic_centre import analytic_centre, is_strictly_feasible
 from shock.lp.conic_interior_point import conic_interior_point, conic_interior_point_optimum
@@ -195,6 +198,7 @@ __all__ = [  # grouped in the module docstring
     "batch_size_of",
     "build_request",
     "by_job",
+    "check_throughputs_known",
     "conic_interior_point",
     "conic_interior_point_optimum",
     "datasets",
