@@ -23,7 +23,9 @@ Import from here, and only from here: everything under `shock.core`, `shock.plug
   for a simulating executor that takes rounds as arrays, `ColumnarExecutor`, `RoundColumns`,
   `ColumnProgress`); a backend's own options are a dataclass (`BackendOption` describes
   one, `declared_options` lists a backend's);
-  `RunRequest`, `RunConfig`, `ClusterRuntime`, `RunResult`, `JobRecord`.
+  `RunRequest`, `RunConfig`, `ClusterRuntime`, `RunResult`, `JobRecord`;
+  `check_throughputs_known` (a simulating backend's check that the table has every job
+  type's rates).
 - Traces and the cluster: `TraceFormat`, `Trace`, `JobSpec`, `Cluster`, `Server`,
   `ThroughputTable`.
 - Observer events: `RunStarted`, `JobArrived`, `AllocationComputed`, `RoundStarted`,
@@ -132,6 +134,7 @@ from shock.engine.epochs import (
 )
 from shock.engine.mechanism import Mechanism
 from shock.engine.metrics import fair_share_runtime, finish_time_ratio
+from shock.engine.run_estimates import check_throughputs_known
 from shock.engine.runner import RunOptions, build_request, run
 from shock.engine.units import JobState
 from shock.lp.analytic_centre import analytic_centre, is_strictly_feasible
@@ -227,6 +230,7 @@ __all__ = [  # grouped in the module docstring
     "batch_size_of",
     "build_request",
     "by_job",
+    "check_throughputs_known",
     "conic_interior_point",
     "conic_interior_point_optimum",
     "datasets",

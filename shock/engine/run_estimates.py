@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from shock.core.errors import InputError
 from shock.core.throughputs import JobKey, ThroughputTable
+from shock.core.trace import Trace
 from shock.engine.throughput_estimator import (
     EstimatorOptions,
     JobEstimate,
@@ -89,3 +90,24 @@ def estimate_run_table(
         run_table = merged
     run_table.source = f"{table.source} with estimated throughputs ({mode})"
     return RunEstimates(run_table, table, estimates)
+
+
+def check_throughputs_known(
+    trace: Trace, table: ThroughputTable, worker_types: tuple[str, ...]
+) -> None:
+    """A job type the table has no rate for stops the run, naming its line and the way out."""
+    seen: set[tuple[str, int]] = set()
+    for job in trace.jobs:
+        key = (job.job_type, job.scale_factor)
+        if key in seen:
+            continue
+        seen.add(key)
+        if not any(table.throughput(*key, w) > 0 for w in worker_types):
+            raise InputError(
+                f"throughput table {table.source} has no throughput for '{job.job_type}' at "
+                f"scale factor {job.scale_factor} on {', '.join(worker_types)} (measure it "
+                "with `shock profile`, or estimate it with --estimate-throughputs unknown)",
+                path=trace.source,
+                line=job.source_line,
+                field="job_type",
+            )

@@ -19,7 +19,7 @@ from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime, MechanismConfig, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
 from shock.core.suggest import did_you_mean
-from shock.core.throughputs import ThroughputTable, default_throughputs, load_throughputs
+from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import Trace, default_cluster_for, default_throughputs_for, read_trace
 from shock.engine.presets import get_preset, placement_for_preset
 from shock.engine.run_estimates import estimate_run_table
@@ -157,10 +157,7 @@ def build_request(
             field="--cluster",
         )
     oracle = None
-    if options.estimate_throughputs == "off" and options.profile is None:
-        if getattr(backend, "simulates_jobs", True):  # real jobs' rates are measured instead
-            _check_known(trace, table, cluster.worker_types)
-    else:
+    if options.estimate_throughputs != "off" or options.profile is not None:
         profiles = load_throughputs(options.profile) if options.profile else None
         estimated = estimate_run_table(
             ((job.job_type, job.scale_factor) for job in trace.jobs),
@@ -224,25 +221,6 @@ def build_request(
         trace, cluster, policy, placement, solver, table, config, registry, backend_options,
         oracle,
     )  # fmt: skip
-
-
-def _check_known(trace: Trace, table: ThroughputTable, worker_types: tuple[str, ...]) -> None:
-    """A job type the table has no rate for stops the run, naming its line and the way out."""
-    seen: set[tuple[str, int]] = set()
-    for job in trace.jobs:
-        key = (job.job_type, job.scale_factor)
-        if key in seen:
-            continue
-        seen.add(key)
-        if not any(table.throughput(*key, w) > 0 for w in worker_types):
-            raise InputError(
-                f"throughput table {table.source} has no throughput for '{job.job_type}' at "
-                f"scale factor {job.scale_factor} on {', '.join(worker_types)} (measure it "
-                "with `shock profile`, or estimate it with --estimate-throughputs unknown)",
-                path=trace.source,
-                line=job.source_line,
-                field="job_type",
-            )
 
 
 def _adaptation_rules(

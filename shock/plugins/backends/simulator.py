@@ -30,6 +30,7 @@ from shock.api import (
     RunResult,
     ThroughputTable,
     UnitProgress,
+    check_throughputs_known,
     hookimpl,
     run_engine,
 )
@@ -246,6 +247,8 @@ class Simulator:
         return SimulatedExecutor()
 
     def run(self, request: RunRequest) -> RunResult:
+        # A job type without rates stops here, naming its line and how to estimate it.
+        check_throughputs_known(request.trace, request.table, request.cluster.worker_types)
         return run_engine(request, self.executor(request), self.name)
 
 
