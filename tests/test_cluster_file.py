@@ -101,8 +101,12 @@ def test_toml_syntax_error_has_line(tmp_path: Path) -> None:
 def test_missing_file_or_unknown_name_lists_bundled(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="synergy-128"):
         cluster_from_option(str(tmp_path / "nope.toml"))
-    with pytest.raises(InputError, match=r"no bundled cluster .*synergy-128"):
+    with pytest.raises(
+        InputError, match=r"no bundled cluster; did you mean 'synergy-128'.*\(bundled: .*hetero-96"
+    ):
         cluster_from_option("synergy-256")
+    with pytest.raises(InputError, match=r"'zzz' is no bundled cluster \(bundled: hetero-96"):
+        cluster_from_option("zzz")
 
 
 def test_clusters_command_lists_bundled() -> None:
