@@ -28,7 +28,7 @@ def test_unknown_names_suggest_or_list() -> None:
     message = unknown_name_message("policy", "nothing_like_it", ["fifo", "las"])
     assert message == "unknown policy 'nothing_like_it'; valid policy names: fifo, las"
     with pytest.raises(UnknownPluginError, match="did you mean 'gavel'"):
-        get_preset("gavle")
+        get_preset("gavle", default_registry())
 
 
 def test_options_and_clusters_suggest() -> None:

@@ -50,7 +50,7 @@ class UnknownPluginError(ShockError):
         if not self.valid:
             super().__init__(f"unknown {kind} '{name}'; valid {kind} names: (none installed)")
             return
-        listing = "`shock plugins`" if kind != "preset" else "`shock run --help`"
+        listing = "`shock plugins`"  # lists every kind, presets too
         super().__init__(unknown_name_message(kind, name, self.valid, listing))
 
 
