@@ -49,7 +49,6 @@ from __future__ import annotations
 
 from shock.core.adaptation import AdaptationModel, AdaptationRules, BatchSizeRules
 from shock.core.backend_options import BackendOption, declared_options
-from shock.core.entities import DEFAULT_ENTITY
 from shock.core.errors import InputError, ShockError, SolverError, UnknownPluginError
 from shock.core.events import (
     AllocationComputed,
@@ -125,6 +124,7 @@ from shock.core.throughputs import ThroughputTable
 from shock.core.trace import Trace, TraceFormat
 from shock.engine.dynamics import BatchSchedule, follow_schedule
 from shock.engine.engine import run_engine
+from shock.engine.entities import DEFAULT_ENTITY
 from shock.engine.epochs import (
     adaptation_data,
     datasets,

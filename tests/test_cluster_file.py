@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from shock.cli.app import app
-from shock.core.cluster_file import bundled_clusters, cluster_from_option, load_cluster_file
 from shock.core.errors import InputError
+from shock.engine.cluster_file import bundled_clusters, cluster_from_option, load_cluster_file
 
 GOOD = """name = "tiny"
 description = "two types"

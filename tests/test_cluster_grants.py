@@ -31,7 +31,6 @@ from shock.cluster.jobproc import JobProcess, event_from_message
 from shock.cluster.launch import launch_grant
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
-from shock.core.cluster_file import cluster_from_option
 from shock.core.executor import PlannedUnit
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
@@ -39,6 +38,7 @@ from shock.core.resource_placement import GrantPart, ResourceGrant
 from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.engine.cluster_file import cluster_from_option
 from shock.engine.mechanism import Mechanism
 from shock.engine.units import Assignment
 from shock.plugins.placement.synergy import TunePlacement

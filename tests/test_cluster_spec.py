@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shock.core.cluster_spec import parse_cluster
 from shock.core.errors import InputError
 from shock.core.model import Cluster, Server
+from shock.engine.cluster_spec import parse_cluster
 
 
 def test_colon_form() -> None:

@@ -229,7 +229,7 @@ def test_a_job_measured_on_some_types_only_does_not_decide_the_order() -> None:
 
 
 def test_gavels_colon_form_follows_the_bundled_tables_order() -> None:
-    from shock.core.cluster_spec import parse_cluster
+    from shock.engine.cluster_spec import parse_cluster
 
     cluster = parse_cluster("3:2:1")
     order = default_throughputs().fastest_first()

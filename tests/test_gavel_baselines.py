@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shock.core.cluster_spec import parse_cluster
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.policy import Allocation, Policy, PolicyInput, PolicyJob, UnitKey
 from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.engine.cluster_spec import parse_cluster
 from shock.engine.mechanism import Mechanism
 from shock.engine.presets import get_preset
 from shock.engine.runner import RunOptions, build_request

@@ -7,12 +7,12 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shock.core.cluster_spec import parse_cluster
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.engine.cluster_spec import parse_cluster
 from shock.engine.mechanism import Mechanism
 
 TABLE = default_throughputs()

@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shock.core.cluster_spec import parse_cluster
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.policy import Allocation, PolicyInput, PolicyJob
@@ -15,6 +14,7 @@ from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
 from shock.core.trace import Trace
+from shock.engine.cluster_spec import parse_cluster
 from shock.engine.mechanism import Mechanism
 from shock.engine.runner import RunOptions, build_request
 from shock.plugins.policies.max_min_fairness import MaxMinFairness

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shock.core.cluster_spec import parse_cluster
 from shock.core.model import JobSpec
 from shock.core.placement import Placement, PlacementRequest
 from shock.core.plugins import default_registry
@@ -20,6 +19,7 @@ from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
 from shock.engine.allocation_check import PluginOutputError, placed_in_order
+from shock.engine.cluster_spec import parse_cluster
 from shock.engine.mechanism import Mechanism
 from shock.engine.units import Assignment
 from shock.plugins.placement.consolidated import ConsolidatedPlacement, FirstFitPlacement

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shock.core.cluster_file import cluster_from_option
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.resource_placement import (
@@ -20,6 +19,7 @@ from shock.core.resource_placement import (
 from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.engine.cluster_file import cluster_from_option
 from shock.engine.mechanism import Mechanism
 from shock.plugins.placement.opt import OptPlacement
 from shock.plugins.placement.synergy import (

@@ -12,13 +12,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shock.core.cluster_spec import parse_cluster
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.policy import PolicyInput, PolicyJob
 from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.engine.cluster_spec import parse_cluster
 from shock.engine.mechanism import Mechanism
 from shock.engine.unit_counters import Counters, UnitCounters, UnitRates
 from shock.engine.units import Unit

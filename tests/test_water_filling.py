@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from shock.core.entities import parse_entities
 from shock.core.errors import InputError
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.policy import PolicyInput, PolicyJob
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import default_throughputs
+from shock.engine.entities import parse_entities
 from shock.engine.runner import RunOptions, run
 from shock.plugins.policies.max_min_fairness_water_filling import (
     MaxMinFairnessWaterFilling,

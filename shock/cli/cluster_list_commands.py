@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from shock.core.cluster_file import bundled_clusters
+from shock.engine.cluster_file import bundled_clusters
 
 
 def clusters_command() -> None:

@@ -8,9 +8,6 @@ from importlib import resources
 from pathlib import Path
 
 from shock.core.backend_options import resolve_backend_options
-from shock.core.cluster_file import cluster_from_option
-from shock.core.cluster_spec import parse_prices
-from shock.core.entities import parse_entities
 from shock.core.errors import InputError, ShockWarning
 from shock.core.plugins import PluginRegistry, default_registry
 from shock.core.policy_options import parse_policy_options
@@ -21,6 +18,9 @@ from shock.core.solver import SolverSpec
 from shock.core.suggest import did_you_mean
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import Trace, default_cluster_for, default_throughputs_for, read_trace
+from shock.engine.cluster_file import cluster_from_option
+from shock.engine.cluster_spec import parse_prices
+from shock.engine.entities import parse_entities
 from shock.engine.presets import get_preset, placement_for_preset
 from shock.engine.run_estimates import estimate_run_table
 from shock.engine.start_costs import load_start_costs

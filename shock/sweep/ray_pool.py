@@ -19,8 +19,8 @@ from types import ModuleType
 from typing import Any
 
 from shock import __version__
-from shock.core.cluster_file import bundled_cluster_paths
 from shock.core.errors import ShockError
+from shock.engine.cluster_file import bundled_cluster_paths
 from shock.sweep.cells import Cell
 from shock.sweep.ray_cells import CellJob, CellReport, ShippedFile, file_digest, run_cell_job
 from shock.sweep.runner import (

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from shock.core.cluster_spec import parse_cluster
 from shock.core.errors import InputError
 from shock.core.model import Cluster, Server
 from shock.core.suggest import did_you_mean
+from shock.engine.cluster_spec import parse_cluster
 
 _SERVER_KEYS = {"count", "gpu_type", "gpus", "cpus", "memory_gb", "storage_mbps"}
 _TOP_KEYS = {"name", "description", "servers"}
