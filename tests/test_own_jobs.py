@@ -161,6 +161,8 @@ def test_the_issues_script_is_preempted_resumed_and_ends_with_exactly_2000_steps
     assert listed[first]["command"] == ["python", "script.py"]
     logs = service.cli("logs", str(first)).stdout
     assert "==> run " in logs and "python script.py" in logs and "ended (done)" in logs
+    # Following a job that has ended prints its whole output once and stops.
+    assert service.cli("logs", str(first), "--follow").stdout == logs
 
 
 def test_bad_submissions_are_refused_in_one_line_and_create_no_job(service: Service) -> None:

@@ -288,9 +288,36 @@ def cancel_command(
           f"writing a checkpoint, its last one was at step {job.checkpoint_step})")
 
 
+# The states a job does not leave: `shock logs --follow` stops at them.
+ENDED_STATES = frozenset({"done", "failed", "cancelled"})
+# How much of the output already shown is looked for in a truncated fetch (to print only
+# what follows it).
+_OVERLAP_CHARS = 256
+
+
+def new_output(shown: str, text: str, truncated: bool) -> tuple[str, bool]:
+    """What of a run's fetched `text` follows the `shown` output, and whether some output
+    between the two was lost (the fetch holds only the tail and no longer overlaps)."""
+    if text.startswith(shown):
+        return text[len(shown) :], False
+    if truncated and shown:
+        anchor = shown[-_OVERLAP_CHARS:]
+        at = text.rfind(anchor)
+        if at >= 0:
+            return text[at + len(anchor) :], False
+    return text, bool(shown) or truncated
+
+
 def logs_command(
     job_id: Annotated[int, typer.Argument(help="The job whose output to show.")],
     tail_bytes: Annotated[int, typer.Option(help="Show at most this much of each run.")] = 1 << 20,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", "-f", help="Keep printing new output until the job ends."),
+    ] = False,
+    interval: Annotated[
+        float, typer.Option(help="With --follow: seconds between fetches.")
+    ] = 2.0,
     scheduler: SchedulerOption = DEFAULT_SCHEDULER,
     token: TokenOption = None,
     tls_cert: TlsCert = None,
@@ -298,17 +325,50 @@ def logs_command(
     tls_ca: TlsCa = None,
 ) -> None:
     """Show a job's output, run by run, fetched from the workers that ran it."""
+    if interval <= 0:
+        raise InputError(f"must be > 0, got {interval:g}", field="--interval")
+    shown: dict[int, str] = {}  # each run's output printed so far
     with _client(scheduler, token, tls_cert, tls_key, tls_ca) as client:
-        logs = client.logs(job_id, tail_bytes)
-    if not logs:
-        print(f"job {job_id} has not run yet")
-    for log in logs:
+        while True:
+            # The state first: output fetched after the job ended is all of it.
+            ended = not follow or _state_of(client, job_id) in ENDED_STATES
+            logs = client.logs(job_id, tail_bytes)
+            if not logs and not shown and (ended or not follow):
+                print(f"job {job_id} has not run yet")
+            for log in logs:
+                _print_run_log(log, shown, whole_lines=not ended)
+            if ended:
+                return
+            time.sleep(interval)
+
+
+def _state_of(client: Any, job_id: int) -> str:
+    statuses = client.jobs([job_id])
+    return statuses[0].state if statuses else "unknown"
+
+
+def _print_run_log(log: Any, shown: dict[int, str], whole_lines: bool = False) -> None:
+    """Print what of one run's log is new: its header the first time, then the rest (with
+    `whole_lines`, only up to its last newline: a line still being written waits)."""
+    if log.run_id not in shown:
         print(f"==> run {log.run_id} on {log.worker_id or '?'}"
               f"{' (last part)' if log.truncated else ''} <==")  # fmt: skip
         if log.error:
             print(f"({log.error})")
-        else:
-            print(log.text, end="" if log.text.endswith("\n") or not log.text else "\n")
+            shown[log.run_id] = ""
+            return
+    elif log.error:
+        return
+    text, lost = new_output(shown.get(log.run_id, ""), log.text, log.truncated)
+    if lost and log.run_id in shown and shown[log.run_id]:
+        print(f"[... run {log.run_id}: output skipped; raise --tail-bytes ...]")
+    printed = log.text
+    if whole_lines and not text.endswith("\n"):
+        partial = len(text) - (text.rfind("\n") + 1)
+        text, printed = text[: len(text) - partial], log.text[: len(log.text) - partial]
+    if text:
+        print(text, end="" if text.endswith("\n") else "\n", flush=True)
+    shown[log.run_id] = printed
 
 
 def watch_command(
