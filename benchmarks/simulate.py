@@ -250,9 +250,21 @@ def measure(
     for _ in range(repeat):
         measured.samples.append(measured_child(command, folder / "log.txt", env))
     if out.exists():
-        measured.metrics = json.loads(out.read_text())["metrics"]
+        measured.metrics = document_metrics(out)
         out.unlink()
     return measured
+
+
+def document_metrics(path: Path) -> dict[str, float]:
+    """A results document's metrics, read in a child process: a child started later inherits
+    this process's peak memory (Linux counts it into the child's at exec), so this process
+    must never hold a large document."""
+    probe = "import json, sys; print(json.dumps(json.load(open(sys.argv[1]))['metrics']))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(path)], check=True, capture_output=True, text=True
+    )
+    metrics: dict[str, float] = json.loads(done.stdout)
+    return metrics
 
 
 def byte_compile() -> None:
