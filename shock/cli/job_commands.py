@@ -105,7 +105,7 @@ def submit_command(
     if steps is None and not command:
         raise InputError("a built-in family's job needs --steps", field="--steps")
     if gpus < 1:
-        raise InputError(f"must be >= 1 GPU, got {gpus}", field="--gpus")
+        raise InputError(f"must be >= 1 GPU, got {gpus}", field="--gpus/--scale-factor")
     if not (weight > 0 and math.isfinite(weight)):
         raise InputError(f"must be a finite number > 0, got {weight:g}", field="--weight")
     if command and job_type:
