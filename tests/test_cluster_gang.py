@@ -55,7 +55,7 @@ def _resumed_after_preemption(state_dir: Path) -> tuple[list[tuple], list[tuple]
 
 
 def _losses(log: Path, rank: int) -> list[float]:
-    pattern = re.compile(rf"^rank {rank}/2: step \d+ loss (\S+)", re.MULTILINE)
+    pattern = re.compile(rf"^rank {rank}/2: step \d+/\d+ loss (\S+)", re.MULTILINE)
     return [float(value) for value in pattern.findall(log.read_text(errors="replace"))]
 
 

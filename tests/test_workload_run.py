@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import resource
 import signal
 import subprocess
@@ -141,6 +142,10 @@ def test_contract_round_trip(tmp_path):
     }
     assert run.finish() == 0
     assert Path(checkpoint["path"]).exists()
+    # Its log (stderr) has a progress line per report: what `shock logs` shows of the job.
+    assert run.process.stderr is not None
+    assert re.search(r"^step \d+/200 loss \S+ steps/s \S+ batch size 80$",
+                     run.process.stderr.read(), re.MULTILINE)  # fmt: skip
 
     # Run 2: resumes at 120; a malformed line is ignored; preempt stops it at a boundary.
     run = JobProcess(checkpoints)

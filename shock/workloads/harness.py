@@ -275,14 +275,15 @@ class TrainingHarness:
         losses = [loss for loss in self._losses if math.isfinite(loss)]
         mean_loss = sum(losses) / len(losses) if losses else math.nan
         self._losses = []
-        if self.gang is not None:
-            # Each rank's own record of its part (its job log), the lead's included.
-            print(
-                f"rank {self.gang.rank}/{self.gang.world_size}: step {progress.step} "
-                f"loss {mean_loss:.6g} steps/s {rate:.3g}",
-                file=sys.stderr,
-                flush=True,
-            )
+        # A progress line in the job's log (stderr; stdout is the job channel), each rank's
+        # own in a gang: what `shock logs` shows of a built-in job.
+        rank = "" if self.gang is None else f"rank {self.gang.rank}/{self.gang.world_size}: "
+        print(
+            f"{rank}step {progress.step}/{progress.target_steps} loss {mean_loss:.6g} "
+            f"steps/s {rate:.3g} batch size {progress.batch_size}",
+            file=sys.stderr,
+            flush=True,
+        )
         if not self.is_lead:
             return
         self.channel.send(
