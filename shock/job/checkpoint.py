@@ -37,23 +37,12 @@ def write_atomically(
     directory: Path, step: int, write: Callable[[IO[bytes]], None], keep: int = KEEP_CHECKPOINTS
 ) -> Path:
     """`write(handle)` fills the checkpoint of `step`; it appears only once it is whole."""
-    directory.mkdir(parents=True, exist_ok=True)
-    final = checkpoint_path(directory, step)
-    temporary = directory / f".{final.name}.tmp-{os.getpid()}"
-    try:
-        with open(temporary, "wb") as handle:
+
+    def produce(path: Path) -> None:
+        with open(path, "wb") as handle:
             write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, final)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
-    _sync_directory(directory)
-    for _, old in checkpoints(directory)[keep:]:
-        old.unlink(missing_ok=True)
-    return final
+
+    return write_file_atomically(directory, step, produce, keep)
 
 
 def write_file_atomically(
