@@ -106,11 +106,19 @@ def build_workload(family: str, seed: int, device: str | torch.device = "cpu") -
     torch.manual_seed(seed)
     model, tensors, loss, optimizer_name = builder(seed)
     target = torch.device(device)
-    model = model.to(target)
+    model, optimizer = training_setup(model, optimizer_name, target, adam_lr=3e-3)
+    return Workload(family, model, optimizer, EpochSampler(tensors, seed), loss, target)
+
+
+def training_setup(
+    model: nn.Module, optimizer_name: str, device: torch.device, adam_lr: float
+) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """The model on `device` in training mode, and its optimiser ("sgd", else Adam)."""
+    model = model.to(device)
     model.train()
     optimizer: torch.optim.Optimizer
     if optimizer_name == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     else:
-        optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    return Workload(family, model, optimizer, EpochSampler(tensors, seed), loss, target)
+        optimizer = torch.optim.Adam(model.parameters(), lr=adam_lr)
+    return model, optimizer

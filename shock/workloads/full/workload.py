@@ -13,7 +13,7 @@ from shock.workloads.full import models
 from shock.workloads.full.data import BatchMaker, GeneratedData
 from shock.workloads.gan import cycle_gan_loss
 from shock.workloads.reinforcement import actor_critic_loss
-from shock.workloads.workload import LossFn, Workload
+from shock.workloads.workload import LossFn, Workload, training_setup
 
 # Nominal epoch sizes (samples) of the datasets Gavel trains on; data are generated, so an
 # epoch only sets the adaptation window.
@@ -93,12 +93,6 @@ def build_full_workload(family: str, seed: int, device: str | torch.device = "cp
     torch.manual_seed(seed)
     model, make, loss, optimizer_name = builder()
     target = torch.device(device)
-    model = model.to(target)
-    model.train()
-    optimizer: torch.optim.Optimizer
-    if optimizer_name == "sgd":
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    else:
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    model, optimizer = training_setup(model, optimizer_name, target, adam_lr=1e-4)
     data = GeneratedData(make, seed, _EPOCH[family], target)
     return Workload(family, model, optimizer, data, loss, target)
