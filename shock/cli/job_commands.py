@@ -360,7 +360,7 @@ def _print_run_log(log: Any, shown: dict[int, str], whole_lines: bool = False) -
     elif log.error:
         return
     text, lost = new_output(shown.get(log.run_id, ""), log.text, log.truncated)
-    if lost and log.run_id in shown and shown[log.run_id]:
+    if lost and shown.get(log.run_id):
         print(f"[... run {log.run_id}: output skipped; raise --tail-bytes ...]")
     printed = log.text
     if whole_lines and not text.endswith("\n"):
