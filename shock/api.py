@@ -76,7 +76,6 @@ from shock.core.executor import (
     UnitProgress,
 )
 from shock.core.hookspecs import Register, hookimpl
-from shock.core.lazy import lazy_module
 from shock.core.model import Cluster, JobSpec, Server, batch_size_of, model_family_of
 from shock.core.placement import Placement, PlacementRequest
 from shock.core.plugins import PluginRegistry, default_registry, load_plugins
@@ -148,6 +147,7 @@ from shock.lp.matrix_lp import (
     solve_matrix_milp,
 )
 from shock.lp.pyomo_solver import PyomoSolver, is_nonlinear, model_size, solve_pyomo
+from shock.util.lazy import lazy_module
 
 __all__ = [  # grouped in the module docstring
     "DEFAULT_CPUS_PER_GPU",

@@ -6,9 +6,9 @@ import pytest
 
 from shock.core.errors import InputError, UnknownPluginError
 from shock.core.plugins import default_registry
-from shock.core.suggest import close_names, did_you_mean, unknown_name_message
 from shock.engine.presets import get_preset
 from shock.engine.runner import RunOptions, build_request
+from shock.util.suggest import close_names, did_you_mean, unknown_name_message
 
 
 def test_close_names_best_first() -> None:

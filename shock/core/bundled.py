@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from shock.core.errors import InputError
-from shock.core.suggest import did_you_mean
+from shock.util.suggest import did_you_mean
 
 TRACE_SUFFIX = ".trace"
 THROUGHPUTS_SUFFIX = "_throughputs.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shock.core.suggest import unknown_name_message
+from shock.util.suggest import unknown_name_message
 
 
 class ShockError(Exception):

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from shock.core.errors import InputError
-from shock.core.suggest import did_you_mean
+from shock.util.suggest import did_you_mean
 
 T = TypeVar("T")
 _FIELD = "--policy-option"

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from shock.core.errors import InputError
 from shock.core.model import Cluster, Server
-from shock.core.suggest import did_you_mean
 from shock.engine.cluster_spec import parse_cluster
+from shock.util.suggest import did_you_mean
 
 _SERVER_KEYS = {"count", "gpu_type", "gpus", "cpus", "memory_gb", "storage_mbps"}
 _TOP_KEYS = {"name", "description", "servers"}

@@ -15,7 +15,6 @@ from shock.core.presets import Preset
 from shock.core.results import RunResult
 from shock.core.run import ClusterRuntime, MechanismConfig, RunConfig, RunRequest
 from shock.core.solver import SolverSpec
-from shock.core.suggest import did_you_mean
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import Trace, default_cluster_for, default_throughputs_for, read_trace
 from shock.engine.cluster_file import cluster_from_option
@@ -26,6 +25,7 @@ from shock.engine.run_estimates import estimate_run_table
 from shock.engine.start_costs import load_start_costs
 from shock.engine.throughput_estimator import EstimatorOptions
 from shock.lp.partition import PartitionedPolicy
+from shock.util.suggest import did_you_mean
 
 DEFAULT_TRACE = "max_min_fairness.trace"
 # Gavel's physical cluster: 8 V100, 16 P100 and 24 K80 GPUs.

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from shock.core.errors import InputError, ShockError
 from shock.core.results import Metrics
-from shock.core.suggest import did_you_mean
 from shock.results.document import load_result
+from shock.util.suggest import did_you_mean
 
 # Metrics a sweep's runs.csv may hold (a name clashing with an option has a "metric." prefix).
 METRIC_NAMES = (*(f.name for f in fields(Metrics)), "unfinished_jobs")

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shock.core.errors import InputError
-from shock.core.suggest import did_you_mean
 from shock.results.compare import METRIC_LABELS, SHARE_METRICS, Comparison, RunColumn
+from shock.util.suggest import did_you_mean
 
 HIGHER_IS_BETTER = {"utilization", "lease_extension_share"}
 # Counts of what happened: a ratio says nothing (neither better nor worse).

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shock.core.errors import InputError
-from shock.core.suggest import did_you_mean
+from shock.util.suggest import did_you_mean
 
 
 def _text(value: object) -> str:

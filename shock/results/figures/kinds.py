@@ -9,7 +9,6 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from shock.core.errors import InputError
-from shock.core.suggest import did_you_mean
 from shock.results.figures.catalog import DESCRIPTIONS
 from shock.results.figures.distributions import jct_cdf, rho_cdf
 from shock.results.figures.gantt import gantt
@@ -24,6 +23,7 @@ from shock.results.figures.over_time import queue, solve_time, utilization
 from shock.results.figures.style import figure_style
 from shock.results.figures.summary import pick_baseline, summary
 from shock.results.runs import RunView, load_run
+from shock.util.suggest import did_you_mean
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from shock.core.errors import InputError
-from shock.core.suggest import did_you_mean
 from shock.results.figures.style import new_figure, place_legend, time_unit
+from shock.util.suggest import did_you_mean
 
 # Load axes a sweep may vary, in order of preference, with the axis label.
 LOAD_AXES = (("rate", "arrival rate (jobs/hour)"), ("jobs", "jobs in the trace"))

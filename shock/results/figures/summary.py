@@ -9,9 +9,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from shock.core.errors import InputError
-from shock.core.suggest import did_you_mean
 from shock.results.figures.style import current_style, new_figure, place_legend
 from shock.results.runs import RunView
+from shock.util.suggest import did_you_mean
 
 # (metrics key, axis label)
 SUMMARY_METRICS = (
