@@ -38,6 +38,7 @@ class InstalledEntryPoint:
     module: str
     provider: str  # the distribution's name (the target where none is known)
     version: str  # the distribution's version ("" where none is known)
+    location: str  # where the distribution is installed (each environment its own manifest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,7 @@ def cache_directory() -> Path:
 
 def manifest_path(installed: list[InstalledEntryPoint]) -> Path:
     """The manifest's file for exactly this set of entry points (and this Python)."""
-    fields = sorted((e.name, e.value, e.provider, e.version) for e in installed)
+    fields = sorted((e.name, e.value, e.provider, e.version, e.location) for e in installed)
     text = json.dumps([MANIFEST_VERSION, sys.version, fields])
     digest = hashlib.sha256(text.encode()).hexdigest()[:20]
     return cache_directory() / f"plugins-{digest}.json"

@@ -239,19 +239,20 @@ def installed_entry_points() -> list[tuple[EntryPoint, InstalledEntryPoint]]:
     """The group's entry points in load order: shock's own first, so that no package can take
     over a built-in's name."""
     # Each distribution's metadata read once: a package's entry points share one object.
-    metadata: dict[int, tuple[str, str]] = {}
+    metadata: dict[int, tuple[str, str, str]] = {}
     found = []
     for entry_point in entry_points(group=hookspecs.PROJECT):
         dist = entry_point.dist
         if dist is None:
-            provider, version = entry_point.value, ""
+            provider, version, location = entry_point.value, "", ""
         else:
             if id(dist) not in metadata:
                 read = dist.metadata
-                metadata[id(dist)] = (read["Name"], read["Version"] or "")
-            provider, version = metadata[id(dist)]
+                where = str(dist.locate_file(""))
+                metadata[id(dist)] = (read["Name"], read["Version"] or "", where)
+            provider, version, location = metadata[id(dist)]
         described = InstalledEntryPoint(
-            entry_point.name, entry_point.value, entry_point.module, provider, version
+            entry_point.name, entry_point.value, entry_point.module, provider, version, location
         )
         found.append((entry_point, described))
     return sorted(found, key=lambda pair: pair[1].provider != "shock")
