@@ -7,24 +7,25 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from shock.cli.progress import interactive
-from shock.sweep.cells import Cell
-from shock.sweep.check import plan_checked_cells
-from shock.sweep.runner import FAILED, CellOutcome, run_sweep
-from shock.sweep.spec import load_spec
+
+if TYPE_CHECKING:
+    from shock.sweep.cells import Cell
+    from shock.sweep.runner import CellOutcome
 
 
 def progress_line(
     outcome: CellOutcome, seen: int, total: int, failed: int, elapsed_s: float
 ) -> str:
     """One cell's line for a log: how far the sweep is, and how this cell went."""
+    from shock.sweep.runner import FAILED
+
     how = "failed" if outcome.status == FAILED else f"done ({outcome.wall_s:.1f} s to run)"
     return (
         f"sweep: {seen}/{total} cells ({failed} failed), {elapsed_s:,.0f} s elapsed; "
@@ -57,6 +58,19 @@ def sweep_command(
     ] = None,
 ) -> None:
     """Run every combination of a spec's \\[grid] lists; cells done before are skipped."""
+    # Imported here: every other command starts without the sweep's machinery.
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from shock.sweep.check import plan_checked_cells
+    from shock.sweep.runner import FAILED, run_sweep
+    from shock.sweep.spec import load_spec
+
     if parallel is not None and parallel < 1:
         raise typer.BadParameter("must be >= 1", param_hint="--parallel")
     dispatch = None

@@ -10,7 +10,6 @@ from rich.console import Console
 
 from shock.core.plugins import default_registry
 from shock.core.trace import write_trace
-from shock.traces.synergy_generator import SynergyWorkload, generate_synergy_jobs
 
 
 def synergy_trace_command(
@@ -31,6 +30,9 @@ def synergy_trace_command(
     ] = "synergy",
 ) -> None:
     """Generate a trace with Synergy's workload model (models from its profiled zoo)."""
+    # Imported here: every other command starts without the generator's model zoo.
+    from shock.traces.synergy_generator import SynergyWorkload, generate_synergy_jobs
+
     if jobs < 0:
         raise typer.BadParameter("must be >= 0", param_hint="--jobs")
     if rate < 0:

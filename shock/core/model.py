@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 _BATCH_SIZE = re.compile(r"\(batch size (\d+)\)")
 
@@ -13,6 +14,7 @@ def model_family_of(job_type: str) -> str:
     return job_type.split(" ", 1)[0]
 
 
+@lru_cache(maxsize=4096)  # read for every job every round by batch-size rules
 def batch_size_of(job_type: str) -> int | None:
     """The batch size in a job type (`LM (batch size 20)` -> 20); None when it has none."""
     match = _BATCH_SIZE.search(job_type)

@@ -133,37 +133,59 @@ def throughputs_from_dict(raw: object, source: str = "<memory>") -> ThroughputTa
     if not isinstance(raw, dict):
         raise InputError("expected an object of worker types", path=source)
     table = ThroughputTable(source=source)
+    # Each key text is parsed once: a table repeats every key per worker type and per pair.
+    keys: dict[str, JobKey] = {}
+
+    def key_of(text: str, where: str) -> JobKey:
+        key = keys.get(text)
+        if key is None:
+            try:
+                key = keys[text] = parse_job_key(text)
+            except ValueError as exc:
+                raise InputError(str(exc), path=source, field=where) from exc
+        return key
+
     for worker_type, jobs in raw.items():
         if not isinstance(jobs, dict):
             raise InputError("expected an object of job keys", path=source, field=worker_type)
         for key_text, entries in jobs.items():
-            where = f"{worker_type}.{key_text}"
-            try:
-                key = parse_job_key(key_text)
-            except ValueError as exc:
-                raise InputError(str(exc), path=source, field=where) from exc
+            key = key_of(key_text, f"{worker_type}.{key_text}")
             if not isinstance(entries, dict) or "null" not in entries:
+                where = f"{worker_type}.{key_text}"
                 raise InputError("missing isolated throughput 'null'", path=source, field=where)
-            table.isolated.setdefault(key, {})[worker_type] = _number(
-                entries["null"], source, f"{where}.null"
-            )
+            isolated = entries["null"]
+            if not _plain_number(isolated):
+                isolated = _number(isolated, source, f"{worker_type}.{key_text}.null")
+            table.isolated.setdefault(key, {})[worker_type] = float(isolated)
             for other_text, pair in entries.items():
                 if other_text == "null":
                     continue
-                try:
-                    other = parse_job_key(other_text)
-                except ValueError as exc:
-                    raise InputError(str(exc), path=source, field=f"{where}.{other_text}") from exc
-                if not isinstance(pair, list) or len(pair) != 2:
-                    raise InputError(
-                        "pair throughput must be [a, b]", path=source, field=f"{where}.{other_text}"
-                    )
-                values = (
-                    _number(pair[0], source, f"{where}.{other_text}[0]"),
-                    _number(pair[1], source, f"{where}.{other_text}[1]"),
+                other = key_of(other_text, f"{worker_type}.{key_text}.{other_text}")
+                if (
+                    type(pair) is not list
+                    or len(pair) != 2
+                    or not _plain_number(pair[0])
+                    or not _plain_number(pair[1])
+                ):
+                    pair = _checked_pair(pair, source, f"{worker_type}.{key_text}.{other_text}")
+                table.pairs.setdefault((key, other), {})[worker_type] = (
+                    float(pair[0]),
+                    float(pair[1]),
                 )
-                table.pairs.setdefault((key, other), {})[worker_type] = values
     return table
+
+
+def _plain_number(value: object) -> bool:
+    """A finite, non-negative float or int (not a bool): what a valid entry holds."""
+    kind = type(value)
+    return (kind is float or kind is int) and 0 <= value < math.inf  # type: ignore[operator]
+
+
+def _checked_pair(pair: object, source: str, where: str) -> tuple[float, float]:
+    """A pair entry that is not plainly two numbers: the error that says why."""
+    if not isinstance(pair, list) or len(pair) != 2:
+        raise InputError("pair throughput must be [a, b]", path=source, field=where)
+    return (_number(pair[0], source, f"{where}[0]"), _number(pair[1], source, f"{where}[1]"))
 
 
 def throughputs_to_dict(table: ThroughputTable) -> dict[str, dict[str, dict[str, object]]]:

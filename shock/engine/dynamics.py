@@ -13,6 +13,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 from shock.core.errors import InputError
 from shock.core.model import JobSpec
 from shock.core.plugins import PluginRegistry
@@ -76,30 +78,48 @@ def batch_schedules(
         model = job.model_family
         initial = sizes[0]
         total_epochs = job.total_steps / steps_per_epoch(model, initial)
-        # (steps per epoch, fastest isolated rate) per batch size: a job has a few sizes
-        # over many epochs.
-        per_size: dict[int, tuple[int, float]] = {}
-        alone = 0.0
-        for epoch, size in enumerate(sizes):
-            known = per_size.get(size)
-            if known is None:
-                job_type = job_type_with_batch_size(model, size)
-                rate = max(table.throughput(job_type, job.scale_factor, w) for w in worker_types)
-                if rate <= 0:
-                    raise InputError(
-                        f"throughput table {table.source} has no throughput for '{job_type}' "
-                        f"at scale factor {job.scale_factor} on {', '.join(worker_types)} (the "
-                        f"job's {job.mode} schedule reaches batch size {size})",
-                        path=source,
-                        line=job.source_line,
-                        field="job_type",
-                    )
-                known = per_size[size] = (steps_per_epoch(model, size), rate)
-            steps, rate = known
-            fraction = min(1.0, total_epochs - epoch)
-            alone += fraction * steps / rate
-        schedules[job.job_id] = BatchSchedule(model, job.scale_factor, sizes, total_epochs, alone)
+        # (steps per epoch, fastest isolated rate) per batch size, in order of first
+        # appearance: a job has a few sizes over many epochs.
+        steps_of: dict[int, float] = {}
+        rate_of: dict[int, float] = {}
+        for size in dict.fromkeys(sizes):
+            job_type = job_type_with_batch_size(model, size)
+            rate = max(table.throughput(job_type, job.scale_factor, w) for w in worker_types)
+            if rate <= 0:
+                raise InputError(
+                    f"throughput table {table.source} has no throughput for '{job_type}' "
+                    f"at scale factor {job.scale_factor} on {', '.join(worker_types)} (the "
+                    f"job's {job.mode} schedule reaches batch size {size})",
+                    path=source,
+                    line=job.source_line,
+                    field="job_type",
+                )
+            steps_of[size] = steps_per_epoch(model, size)
+            rate_of[size] = rate
+        schedules[job.job_id] = BatchSchedule(
+            model,
+            job.scale_factor,
+            sizes,
+            total_epochs,
+            _alone_s(sizes, total_epochs, steps_of, rate_of),
+        )
     return schedules
+
+
+def _alone_s(
+    sizes: tuple[int, ...],
+    total_epochs: float,
+    steps_of: dict[int, float],
+    rate_of: dict[int, float],
+) -> float:
+    """Sum over epochs of min(1, total - epoch) x steps / rate at that epoch's batch size, as
+    arrays: the same products and quotients, added one after another in epoch order."""
+    fraction = np.minimum(1.0, total_epochs - np.arange(len(sizes), dtype=np.float64))
+    steps = np.fromiter(map(steps_of.__getitem__, sizes), np.float64, len(sizes))
+    rates = np.fromiter(map(rate_of.__getitem__, sizes), np.float64, len(sizes))
+    terms = fraction * steps / rates
+    # (accumulate adds in order, from 0.0, unlike sum)
+    return float(np.add.accumulate(np.concatenate(([0.0], terms)))[-1])
 
 
 def whole_epochs_alone_s(

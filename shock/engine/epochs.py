@@ -106,22 +106,20 @@ def epoch_profile(
     no rounding, throughput the isolated one of the job's model at bs[e] and scale factor."""
     samples, _ = _samples_or_error(job, source)
     model = job.model_family
-    by_size: dict[int, float] = {}  # a job has a few batch sizes over many epochs
-    durations = []
-    for batch_size in batch_sizes:
-        duration = by_size.get(batch_size)
-        if duration is None:
-            job_type = job_type_with_batch_size(model, batch_size)
-            rate = table.throughput(job_type, job.scale_factor, worker_type)
-            if rate <= 0:
-                raise InputError(
-                    f"throughput table {table.source} has no {worker_type} throughput for "
-                    f"'{job_type}' at scale factor {job.scale_factor} (the job's {job.mode} "
-                    "schedule reaches that batch size)",
-                    path=source,
-                    line=job.source_line,
-                    field="job_type",
-                )
-            duration = by_size[batch_size] = (samples / batch_size) / rate
-        durations.append(duration)
-    return EpochProfile(tuple(batch_sizes), tuple(durations))
+    # A job has a few batch sizes over many epochs: each size's duration once, in order of
+    # first appearance (so the first size without a throughput is the one reported).
+    by_size: dict[int, float] = {}
+    for batch_size in dict.fromkeys(batch_sizes):
+        job_type = job_type_with_batch_size(model, batch_size)
+        rate = table.throughput(job_type, job.scale_factor, worker_type)
+        if rate <= 0:
+            raise InputError(
+                f"throughput table {table.source} has no {worker_type} throughput for "
+                f"'{job_type}' at scale factor {job.scale_factor} (the job's {job.mode} "
+                "schedule reaches that batch size)",
+                path=source,
+                line=job.source_line,
+                field="job_type",
+            )
+        by_size[batch_size] = (samples / batch_size) / rate
+    return EpochProfile(tuple(batch_sizes), tuple(map(by_size.__getitem__, batch_sizes)))

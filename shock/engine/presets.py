@@ -29,8 +29,8 @@ def placement_for_preset(preset: str, registry: PluginRegistry) -> Any:
     that says to pick one with `--placement`; no order of plugins decides."""
     claimants = [
         row
-        for row in registry.listing()
-        if row.kind == "placement" and preset in getattr(row.obj, "default_for_presets", ())
+        for row in registry.registered("placement")
+        if preset in getattr(row.obj, "default_for_presets", ())
     ]
     if len(claimants) == 1:
         return claimants[0].obj

@@ -21,17 +21,17 @@ class AccordionAdaptation:
         if model in rules.non_adaptive_models or largest is None:
             return [initial] * num_epochs
         regimes = rules.regimes(model, initial)
-        # The warm-up rule e <= 0.3 n, in integers (10 e <= 3 n) to match the source exactly.
+        # The warm-up rule e <= 0.3 n, in integers (10 e <= 3 n) to match the source exactly:
+        # epochs 0 .. floor(3 n / 10).
         numerator = round(rules.warmup_fraction * 10)
-        sizes = []
-        for epoch in range(num_epochs):
-            critical = False
-            for start, end in regimes:  # a plain loop: this runs for every epoch of every job
-                if start <= epoch < end:
-                    critical = True
-                    break
-            warming_up = 10 * epoch <= numerator * num_epochs
-            sizes.append(initial if critical or warming_up else largest)
+        warming_up = max(0, min(num_epochs, numerator * num_epochs // 10 + 1))
+        sizes = [initial] * warming_up + [largest] * (num_epochs - warming_up)
+        # Critical regimes keep the initial size (slices: this runs for every epoch of jobs
+        # with thousands of epochs).
+        for start, end in regimes:
+            first, stop = max(start, 0), min(end, num_epochs)
+            if first < stop:
+                sizes[first:stop] = [initial] * (stop - first)
         return sizes
 
 

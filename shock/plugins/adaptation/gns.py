@@ -20,15 +20,29 @@ class GnsAdaptation:
         sizes = [initial] * num_epochs
         if schedule is None or num_epochs <= schedule.min_num_epochs_exclusive:
             return sizes
-        last = num_epochs - 1
-        for segment in schedule.segments:
-            end = num_epochs if segment.end_epoch is None else min(segment.end_epoch, num_epochs)
-            for epoch in range(segment.start_epoch, end):
-                # Shockwave's quirk, kept: only the first segment may change the last epoch.
-                if epoch != last or segment.applies_to_last_epoch:
-                    sizes[epoch] = initial * segment.multiplier
         limit = rules.batch_size_limit.get(job.model_family)
-        return sizes if limit is None else [min(size, limit) for size in sizes]
+        if limit is not None and initial > limit:
+            sizes = [limit] * num_epochs
+        last = num_epochs - 1
+        # Each segment's epochs as one slice: the artifact simulator asks for patterns of
+        # thousands of epochs, round after round.
+        for segment in schedule.segments:
+            start = segment.start_epoch
+            end = num_epochs if segment.end_epoch is None else min(segment.end_epoch, num_epochs)
+            size = initial * segment.multiplier
+            if limit is not None:
+                size = min(size, limit)
+            if start < 0:  # (counted from the end, as Python indexes: one at a time)
+                for epoch in range(start, end):
+                    if epoch != last or segment.applies_to_last_epoch:
+                        sizes[epoch] = size
+                continue
+            # Shockwave's quirk, kept: only the first segment may change the last epoch.
+            if end == num_epochs and not segment.applies_to_last_epoch:
+                end = last
+            if start < end:
+                sizes[start:end] = [size] * (end - start)
+        return sizes
 
 
 @hookimpl
