@@ -123,14 +123,16 @@ class SolveRecorder:
         # How each model exceeds gurobipy's pip licence (None where it fits).
         self.licence_excess: list[str | None] = []
 
-    def __call__(self, model: Any, spec: SolverSpec) -> None:
+    def __call__(self, model: Any, spec: SolverSpec, infeasible_ok: bool = False) -> bool:
         excess = gurobi_pip_licence_excess(model)
         self.licence_excess.append(excess)
         if spec.name == "gurobi" and excess is not None:
             pytest.skip(f"model too large for gurobipy's pip licence: it has {excess}")
-        solve_pyomo(model, spec)
+        if not solve_pyomo(model, spec, infeasible_ok):
+            return False  # a bisection's infeasible step: no objective
         objective = next(model.component_data_objects(pyo.Objective, active=True))
         self.objectives.append(float(pyo.value(objective)))
+        return True
 
 
 @pytest.fixture
