@@ -160,7 +160,12 @@ class _FillingLp:
         return float(self.solution[self.t])
 
     def bottlenecks(self, level: float, unfrozen: np.ndarray) -> np.ndarray:
-        """Jobs no allocation keeping every unfrozen job at `level` can raise above it."""
+        """Jobs no allocation keeping every unfrozen job at `level` can raise above it.
+
+        From duals: a job whose level row has a positive dual is tight in every optimal
+        solution (complementary slackness holds between any optimal primal and any optimal
+        dual solution). A job tight everywhere but with a zero dual in this basis is frozen
+        at a later step, at the same level."""
         if self.sequence.gives_duals:
             tight = self.progress() <= level * (1 + _RAISE_TOLERANCE) + 1e-12
             return unfrozen & tight & (self.duals > _DUAL_TOLERANCE)
