@@ -8,8 +8,9 @@ Import from here, and only from here: everything under `shock.core`, `shock.plug
 - Policies: `Policy`, `PolicyInput`, `PolicyJob`, `Allocation` (with an elastic policy's
   `ElasticGrant` per job), `ProblemClass`, `UnitKey`, how the objectives of a partitioned
   problem's parts combine (`PartObjectives`), and the solver they are handed (`SolverSpec`,
-  `solve_pyomo`, `MatrixLP`,
-  `solve_matrix_lp`, `solve_matrix_milp`).
+  `solve_pyomo`; an LP or MILP stated once as a `MatrixLP`, or from `RowBlock`s by
+  `blocks_lp`, solved by `solve_matrix_lp` / `solve_matrix_milp` with HiGHS directly or any
+  solver through Pyomo, or re-solved with new bounds by an `LpSequence` (`LpStatus`)).
 - Presets (`register_presets`): `Preset`, and the semantics it chooses (`SelectionRule`,
   `OverheadRule`, `OverheadEffect`, `RhoContention`, `RhoAlone`).
 - Placements: `Placement`, `PlacementRequest`; resource-aware ones `ResourcePlacement`,
@@ -138,6 +139,7 @@ from shock.engine.runner import RunOptions, build_request, run
 from shock.engine.units import JobState
 from shock.lp.analytic_centre import analytic_centre, is_strictly_feasible
 from shock.lp.conic_interior_point import conic_interior_point, conic_interior_point_optimum
+from shock.lp.lp_sequence import LpSequence, LpStatus
 from shock.lp.matrix_lp import (
     MatrixLP,
     highs_lp,
@@ -147,6 +149,7 @@ from shock.lp.matrix_lp import (
     solve_matrix_milp,
 )
 from shock.lp.pyomo_solver import PyomoSolver, is_nonlinear, model_size, solve_pyomo
+from shock.lp.row_blocks import RowBlock, blocks_lp
 from shock.util.lazy import lazy_module
 
 __all__ = [  # grouped in the module docstring
@@ -177,6 +180,8 @@ __all__ = [  # grouped in the module docstring
     "JobRecord",
     "JobSpec",
     "JobState",
+    "LpSequence",
+    "LpStatus",
     "MatrixLP",
     "MeasuredPairRate",
     "MeasuredRate",
@@ -205,6 +210,7 @@ __all__ = [  # grouped in the module docstring
     "RoundPlan",
     "RoundReport",
     "RoundStarted",
+    "RowBlock",
     "RunConfig",
     "RunFinished",
     "RunOptions",
@@ -228,6 +234,7 @@ __all__ = [  # grouped in the module docstring
     "adaptation_data",
     "analytic_centre",
     "batch_size_of",
+    "blocks_lp",
     "build_request",
     "by_job",
     "check_throughputs_known",

@@ -1,9 +1,10 @@
-"""The run-time solver choice (`--solver`), the solver plugin type, and solving a Pyomo model.
+"""The run-time solver choice (`--solver`) and the solver plugin type.
 
-Policies write Pyomo models (readable, any solver); which solvers exist is up to the plugins
-of kind "solver" (`register_solvers`). Solving, status checks, time limits and fallbacks live
-here, not in each policy. LPs re-solved every round may also go to highspy directly
-(`shock.lp.matrix_lp`) when the chosen solver plugin declares it is HiGHS.
+Policies state their problems once (in matrix form, `shock.lp.matrix_lp`); the optimisation
+layer hands them to highspy directly when the chosen solver plugin declares it is HiGHS, and
+to any other solver plugin as a Pyomo model. Which solvers exist is up to the plugins of kind
+"solver" (`register_solvers`). Solving, status checks, time limits and fallbacks live in the
+optimisation layer, not in each policy.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
-"""LPs and MILPs in matrix form, and shock's direct highspy path for them.
+"""LPs and MILPs in matrix form: the one formulation of every optimisation policy.
 
-Policies that re-solve the same kind of LP every round build it as arrays and, when the
-chosen solver plugin declares `highspy_fast_path` (it is HiGHS), drive highspy directly: no
-modelling overhead per round. Any other solver gets the same matrix as a Pyomo model.
+A policy states its problem once as a `MatrixLP` (columns with bounds and costs, rows with
+bounds, HiGHS' column-wise matrix). When the chosen solver plugin declares
+`highspy_fast_path` (it is HiGHS) the arrays go to highspy directly: no modelling overhead
+per round. Any other solver gets the same matrix as a Pyomo model (`matrix_pyomo`).
 """
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from dataclasses import dataclass
@@ -18,7 +18,7 @@ import numpy as np
 
 from shock.core.errors import SolverError
 from shock.core.solver import SolverSpec
-from shock.lp.pyomo_solver import solve_pyomo
+from shock.lp.matrix_pyomo import solve_with_pyomo
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +117,12 @@ def highs_lp(lp: MatrixLP) -> Any:
 
 
 def solve_matrix_lp(lp: MatrixLP, spec: SolverSpec) -> np.ndarray:
-    """Solve an LP with HiGHS' interior-point method and return x (crossover runs only when
-    the interior point is imprecise, so the solution stays inside the optimal face)."""
+    """Solve an LP and return x: HiGHS directly with its interior-point method when the spec
+    takes the fast path (crossover runs only when the interior point is imprecise, so the
+    solution stays inside the optimal face), otherwise the same LP as a Pyomo model handed to
+    the spec's solver plugin."""
+    if not spec.uses_fast_path:
+        return solve_with_pyomo(lp, spec)
     import highspy
 
     highs = _highs_for(spec)
@@ -162,7 +166,7 @@ def solve_matrix_milp(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np
     an optimal solution, or the incumbent when a time limit stops the search; raises
     SolverError when there is none (infeasible, or no incumbent in time)."""
     if not spec.uses_fast_path:
-        return _solve_matrix_with_pyomo(lp, integer, spec)
+        return solve_with_pyomo(lp, spec, integer)
     import highspy
 
     highs = _highs_for(spec, mip=True)
@@ -179,37 +183,3 @@ def solve_matrix_milp(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np
     ):
         return np.asarray(solution.col_value)
     raise SolverError(f"HiGHS ended with {highs.modelStatusToString(status)}")
-
-
-def _solve_matrix_with_pyomo(lp: MatrixLP, integer: np.ndarray, spec: SolverSpec) -> np.ndarray:
-    import pyomo.environ as pyo
-
-    n = len(lp.cost)
-    model = pyo.ConcreteModel()
-    model.x = pyo.Var(range(n))
-    for j in range(n):
-        var = model.x[j]
-        var.domain = pyo.Integers if integer[j] else pyo.Reals
-        var.setlb(None if math.isinf(lp.col_lower[j]) else float(lp.col_lower[j]))
-        var.setub(None if math.isinf(lp.col_upper[j]) else float(lp.col_upper[j]))
-    rows: list[list[tuple[int, float]]] = [[] for _ in range(len(lp.row_lower))]
-    for j in range(n):
-        for k in range(int(lp.a_start[j]), int(lp.a_start[j + 1])):
-            rows[int(lp.a_index[k])].append((j, float(lp.a_value[k])))
-    model.rows = pyo.ConstraintList()
-    for r, terms in enumerate(rows):
-        body = sum(value * model.x[j] for j, value in terms)
-        lower, upper = lp.row_lower[r], lp.row_upper[r]
-        model.rows.add(
-            pyo.inequality(
-                None if math.isinf(lower) else float(lower),
-                body,
-                None if math.isinf(upper) else float(upper),
-            )
-        )
-    model.objective = pyo.Objective(
-        expr=sum(float(c) * model.x[j] for j, c in enumerate(lp.cost) if c != 0),
-        sense=pyo.minimize,
-    )
-    solve_pyomo(model, spec)
-    return np.array([pyo.value(model.x[j]) for j in range(n)], dtype=float)

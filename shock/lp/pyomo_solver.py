@@ -93,9 +93,12 @@ class PyomoSolver(Solver):
         return solver.solve(model, load_solutions=False)
 
 
-def solve_pyomo(model: Any, spec: SolverSpec) -> None:
+def solve_pyomo(model: Any, spec: SolverSpec, infeasible_ok: bool = False) -> bool:
     """Solve a Pyomo model in place; raise SolverError unless it is optimal (or, for a model
-    with integer variables, a feasible incumbent at a time or iteration limit)."""
+    with integer variables, a feasible incumbent at a time or iteration limit).
+
+    `infeasible_ok=True`: a model the solver proves infeasible returns False (nothing
+    loaded) instead of raising, for sequences of bounded feasibility problems (bisections)."""
     from pyomo.opt import SolverStatus, TerminationCondition
 
     name = spec.name
@@ -117,6 +120,13 @@ def solve_pyomo(model: Any, spec: SolverSpec) -> None:
         raise SolverError(_failure_message(solver, model, exc)) from exc
     condition = result.solver.termination_condition
     status = result.solver.status
+    # Bisections' LPs are bounded (every column is): "infeasible or unbounded" is infeasible
+    # there (Gurobi's presolve answers so).
+    if infeasible_ok and condition in (
+        TerminationCondition.infeasible,
+        TerminationCondition.infeasibleOrUnbounded,
+    ):
+        return False
     optimal = condition in (
         TerminationCondition.optimal,
         TerminationCondition.locallyOptimal,
@@ -143,6 +153,7 @@ def solve_pyomo(model: Any, spec: SolverSpec) -> None:
     # Accepted: load without Pyomo's warning about a 'warning'/'aborted' status.
     result.solver.status = SolverStatus.ok
     model.solutions.load_from(result)
+    return True
 
 
 def model_size(model: Any) -> tuple[int, int]:

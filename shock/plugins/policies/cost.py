@@ -35,8 +35,6 @@ Prices come from the run's --prices; both policies refuse to run without them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import numpy as np
 
 from shock.api import (
@@ -51,9 +49,7 @@ from shock.api import (
     SolverError,
     SolverSpec,
     hookimpl,
-    lazy_module,
     solve_matrix_lp,
-    solve_pyomo,
 )
 from shock.plugins.policies.rate_lp import (
     base_triplets,
@@ -62,12 +58,7 @@ from shock.plugins.policies.rate_lp import (
     normalised_throughput_coefficients,
     rate_triplets,
 )
-from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
-
-if TYPE_CHECKING:
-    import pyomo.environ as pyo
-else:
-    pyo = lazy_module("pyomo.environ")
+from shock.plugins.policies.time_fraction_lp import clean_fractions
 
 # Requirements and the best ratio are used this much below what the LPs found, so that the
 # next LP stays feasible within its solver's tolerances.
@@ -160,7 +151,8 @@ class CostNormalisedThroughput(Policy):
 
 
 class _Lps:
-    """The three LPs of one allocation, in matrix form (HiGHS) or as Pyomo models.
+    """The three LPs of one allocation, in matrix form (HiGHS directly, any other solver
+    through Pyomo).
 
     Columns x[j, w] = j * n + w (or y for Charnes-Cooper) come first; rows 0..m-1 are the
     per-job time rows, m..m+n-1 capacity, then one row per SLO job.
@@ -189,66 +181,32 @@ class _Lps:
     def slo_level(self) -> float:
         """The largest l <= 1 such that every SLO job can get l times its required rate."""
         m, n, k = self.m, self.n, self.k
-        if self.solver.uses_fast_path:
-            cost = np.zeros(m * n + 1)
-            cost[-1] = -1.0
-            lp = self._matrix(
-                cost,
-                col_upper=np.concatenate([np.full(m * n, np.inf), [1.0]]),
-                base_rhs_column=None,
-                slo_lower=np.zeros(k),
-                slo_column=-np.ones(k),
-            )
-            return float(solve_matrix_lp(lp, self.solver)[-1])
-        model = self._pyomo_base()
-        model.level = pyo.Var(bounds=(0.0, 1.0))
-        model.objective = pyo.Objective(expr=model.level, sense=pyo.maximize)
-        self._pyomo_slos(model, model.x, lambda mo: mo.level)
-        solve_pyomo(model, self.solver)
-        return float(pyo.value(model.level))
+        cost = np.zeros(m * n + 1)
+        cost[-1] = -1.0
+        lp = self._matrix(
+            cost,
+            col_upper=np.concatenate([np.full(m * n, np.inf), [1.0]]),
+            base_rhs_column=None,
+            slo_lower=np.zeros(k),
+            slo_column=-np.ones(k),
+        )
+        return float(solve_matrix_lp(lp, self.solver)[-1])
 
     # ---------------------------------------------------------------- Charnes-Cooper
 
     def best_ratio(self, level: float) -> tuple[float, np.ndarray]:
         """r* = max f(x) / g(x) (in units of the cluster's full cost) and x = y / s."""
         m, n, k = self.m, self.n, self.k
-        if self.solver.uses_fast_path:
-            lp = self._matrix(
-                np.concatenate([-self.c.ravel(), [0.0]]),
-                col_upper=np.full(m * n + 1, np.inf),
-                base_rhs_column=np.concatenate([-np.ones(m), -self.problem.capacity]),
-                slo_lower=np.zeros(k),
-                slo_column=-np.full(k, level),
-                cost_row=True,
-            )
-            solution = solve_matrix_lp(lp, self.solver)
-            y, s = solution[:-1].reshape(m, n), float(solution[-1])
-        else:
-            model = pyo.ConcreteModel()
-            model.J = pyo.RangeSet(0, m - 1)
-            model.W = pyo.RangeSet(0, n - 1)
-            model.y = pyo.Var(model.J, model.W, domain=pyo.NonNegativeReals)
-            model.s = pyo.Var(domain=pyo.NonNegativeReals)
-            scale = self.problem.scale_factors
-            capacity = self.problem.capacity
-            model.one_type_at_a_time = pyo.Constraint(
-                model.J, rule=lambda mo, j: sum(mo.y[j, w] for w in mo.W) <= mo.s
-            )
-            model.capacity = pyo.Constraint(
-                model.W,
-                rule=lambda mo, w: (
-                    sum(float(scale[j]) * mo.y[j, w] for j in mo.J) <= float(capacity[w]) * mo.s
-                ),
-            )
-            model.unit_cost = pyo.Constraint(
-                expr=sum(float(self.g[j, w]) * model.y[j, w] for j in model.J for w in model.W)
-                == 1.0
-            )
-            self._pyomo_slos(model, model.y, lambda mo: level * mo.s)
-            model.objective = pyo.Objective(expr=self._pyomo_f(model.y), sense=pyo.maximize)
-            solve_pyomo(model, self.solver)
-            y = np.array([[model.y[j, w].value or 0.0 for w in range(n)] for j in range(m)])
-            s = float(pyo.value(model.s))
+        lp = self._matrix(
+            np.concatenate([-self.c.ravel(), [0.0]]),
+            col_upper=np.full(m * n + 1, np.inf),
+            base_rhs_column=np.concatenate([-np.ones(m), -self.problem.capacity]),
+            slo_lower=np.zeros(k),
+            slo_column=-np.full(k, level),
+            cost_row=True,
+        )
+        solution = solve_matrix_lp(lp, self.solver)
+        y, s = solution[:-1].reshape(m, n), float(solution[-1])
         ratio = float((self.c * y).sum())
         x = clean_fractions(y / s) if s > 0 else np.zeros((m, n))
         return ratio, x
@@ -259,25 +217,15 @@ class _Lps:
         """max f(x) s.t. f(x) - ratio g(x) >= 0, the shared and the SLO constraints."""
         m, n, k = self.m, self.n, self.k
         efficiency = self.c - ratio * self.g
-        if self.solver.uses_fast_path:
-            lp = self._matrix(
-                -self.c.ravel(),
-                col_upper=np.full(m * n, np.inf),
-                base_rhs_column=None,
-                slo_lower=np.full(k, level),
-                slo_column=None,
-                efficiency=efficiency,
-            )
-            return clean_fractions(solve_matrix_lp(lp, self.solver).reshape(m, n))
-        model = self._pyomo_base()
-        self._pyomo_slos(model, model.x, lambda _: level)
-        model.efficiency = pyo.Constraint(
-            expr=sum(float(efficiency[j, w]) * model.x[j, w] for j in model.J for w in model.W)
-            >= 0.0
+        lp = self._matrix(
+            -self.c.ravel(),
+            col_upper=np.full(m * n, np.inf),
+            base_rhs_column=None,
+            slo_lower=np.full(k, level),
+            slo_column=None,
+            efficiency=efficiency,
         )
-        model.objective = pyo.Objective(expr=self._pyomo_f(model.x), sense=pyo.maximize)
-        solve_pyomo(model, self.solver)
-        return model_fractions(model, m, n)
+        return clean_fractions(solve_matrix_lp(lp, self.solver).reshape(m, n))
 
     # ---------------------------------------------------------------- builders
 
@@ -326,27 +274,6 @@ class _Lps:
             col_bounds=(np.zeros(len(cost)), col_upper),
             row_bounds=(np.concatenate(lower), np.concatenate(upper)),
             triplets=triplets,
-        )
-
-    def _pyomo_base(self) -> Any:
-        return base_model(self.problem)
-
-    def _pyomo_f(self, var: Any) -> Any:
-        return sum(
-            float(self.c[j, w]) * var[j, w]
-            for j in range(self.m)
-            for w in range(self.n)
-            if self.c[j, w] != 0
-        )
-
-    def _pyomo_slos(self, model: Any, var: Any, rhs: Any) -> None:
-        targets, rows = self.targets, self.slo_rows
-        model.K = pyo.RangeSet(0, self.k - 1)
-        model.slo = pyo.Constraint(
-            model.K,
-            rule=lambda mo, i: (
-                sum(float(targets[i, w]) * var[int(rows[i]), w] for w in range(self.n)) >= rhs(mo)
-            ),
         )
 
 

@@ -27,13 +27,15 @@ from shock.api import (
     Allocation,
     PolicyInput,
     Register,
+    RowBlock,
     SolverError,
     SolverSpec,
+    blocks_lp,
     hookimpl,
     lazy_module,
+    solve_matrix_lp,
 )
 from shock.plugins.policies.cost import _MARGIN, CostNormalisedThroughput, slo_targets
-from shock.plugins.policies.sparse_lp import RowBlock, solve_blocks
 from shock.plugins.policies.units import Units, clean_unit_fractions, job_units
 
 if TYPE_CHECKING:
@@ -105,38 +107,52 @@ class _PackedLps:
         cost = np.zeros(units.num_columns + 1)
         cost[-1] = -1.0
         blocks = [
-            RowBlock(self._with_column(self.time, np.zeros(m)), np.full(m, -np.inf), np.ones(m)),
             RowBlock(
-                self._with_column(self.capacity, np.zeros(n)), np.full(n, -np.inf), units.capacity
+                "time", self._with_column(self.time, np.zeros(m)), np.full(m, -np.inf), np.ones(m)
             ),
-            RowBlock(self._with_column(self.slo, -np.ones(k)), np.zeros(k), np.full(k, np.inf)),
+            RowBlock(
+                "capacity",
+                self._with_column(self.capacity, np.zeros(n)),
+                np.full(n, -np.inf),
+                units.capacity,
+            ),
+            RowBlock(
+                "slo", self._with_column(self.slo, -np.ones(k)), np.zeros(k), np.full(k, np.inf)
+            ),
         ]
         upper = np.concatenate([np.full(units.num_columns, np.inf), [1.0]])
-        return float(solve_blocks(cost, blocks, upper, self.solver)[-1])
+        return float(solve_matrix_lp(blocks_lp(cost, blocks, upper), self.solver)[-1])
 
     def best_ratio(self, level: float) -> tuple[float, np.ndarray]:
         """Charnes-Cooper: max f(y) s.t. g(y) = 1 and the rows scaled by s; x = y / s."""
         units, k = self.units, self.k
         m, n = units.num_jobs, units.num_types
         blocks = [
-            RowBlock(self._with_column(self.time, -np.ones(m)), np.full(m, -np.inf), np.zeros(m)),
             RowBlock(
+                "time", self._with_column(self.time, -np.ones(m)), np.full(m, -np.inf), np.zeros(m)
+            ),
+            RowBlock(
+                "capacity",
                 self._with_column(self.capacity, -units.capacity),
                 np.full(n, -np.inf),
                 np.zeros(n),
             ),
             RowBlock(
+                "unit cost",
                 self._with_column(sparse.csr_matrix(self.g.reshape(1, -1)), np.zeros(1)),
                 np.ones(1),
                 np.ones(1),
             ),
             RowBlock(
-                self._with_column(self.slo, -np.full(k, level)), np.zeros(k), np.full(k, np.inf)
+                "slo",
+                self._with_column(self.slo, -np.full(k, level)),
+                np.zeros(k),
+                np.full(k, np.inf),
             ),
         ]
         cost = np.concatenate([-self.f, [0.0]])
         upper = np.full(units.num_columns + 1, np.inf)
-        solution = solve_blocks(cost, blocks, upper, self.solver)
+        solution = solve_matrix_lp(blocks_lp(cost, blocks, upper), self.solver)
         y, s = np.clip(solution[:-1], 0.0, None), float(solution[-1])
         ratio = float(self.f @ y)
         x = units.fractions(y / s) if s > 0 else np.zeros((len(units.keys), n))
@@ -147,17 +163,18 @@ class _PackedLps:
         units, k = self.units, self.k
         m, n = units.num_jobs, units.num_types
         blocks = [
-            RowBlock(self.time, np.full(m, -np.inf), np.ones(m)),
-            RowBlock(self.capacity, np.full(n, -np.inf), units.capacity),
-            RowBlock(self.slo, np.full(k, level), np.full(k, np.inf)),
+            RowBlock("time", self.time, np.full(m, -np.inf), np.ones(m)),
+            RowBlock("capacity", self.capacity, np.full(n, -np.inf), units.capacity),
+            RowBlock("slo", self.slo, np.full(k, level), np.full(k, np.inf)),
             RowBlock(
+                "ratio reached",
                 sparse.csr_matrix((self.f - ratio * self.g).reshape(1, -1)),
                 np.zeros(1),
                 np.full(1, np.inf),
             ),
         ]
         upper = np.full(units.num_columns, np.inf)
-        return units.fractions(solve_blocks(-self.f, blocks, upper, self.solver))
+        return units.fractions(solve_matrix_lp(blocks_lp(-self.f, blocks, upper), self.solver))
 
 
 @hookimpl

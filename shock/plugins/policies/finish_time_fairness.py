@@ -28,15 +28,12 @@ max ratio, a tighter upper bound. At a relative gap of 1e-6 the feasibility LP a
 bound is solved once more by HiGHS' interior-point method: an interior point of the (thin)
 optimal set, as Gavel's ECOS returns, rather than an arbitrary vertex.
 
-Solvers: the problem class is LP (the bisection; HiGHS takes its matrix path, other LP solvers
-a Pyomo model of the same steps, maximise l s.t. a_j(x) >= l R_j / (rho D_j - t_j), feasible
-iff l >= 1). The direct model is an NLP, given to solvers that take NLPs (ipopt, gurobi, scip):
-
-    minimise rho  s.t.  b_j u_j >= 1,  t_j / D_j + u_j <= rho,  b_j = a_j(x) D_j / R_j,  b, u >= 0
-
-(b_j u_j >= 1 on b, u >= 0 is a rotated cone, so the problem is convex). A job with no steps
-remaining, or that runs on no type, has a ratio no allocation changes; it gets no time and
-is left out of the max.
+Solvers: the problem class is LP. The bisection's one feasibility LP is stated once in matrix
+form; only its demand rows' bounds change between steps. HiGHS re-solves it in one instance
+(warm-started dual simplex); any other LP solver gets the same LP as one Pyomo model whose
+bounds change in place, and reports a step infeasible as HiGHS does. A job with no steps
+remaining, or that runs on no type, has a ratio no allocation changes; it gets no time and is
+left out of the max.
 
 Option `jobs_without_steps=shockwave` treats a job that has no steps left yet still runs
 (Shockwave's simulator keeps one that a batch-size change left without steps, see
@@ -52,12 +49,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from shock.api import (
     Allocation,
+    LpSequence,
+    LpStatus,
     MatrixLP,
     PartObjectives,
     Policy,
@@ -67,31 +66,17 @@ from shock.api import (
     SolverError,
     SolverSpec,
     by_job,
-    highs_lp,
     hookimpl,
     job_keyed,
-    lazy_module,
     solve_matrix_lp,
-    solve_pyomo,
     typed_options,
 )
 from shock.plugins.policies.isolated import isolated_fractions
-from shock.plugins.policies.rate_lp import (
-    agnostic_throughputs,
-    simplex_highs,
-    subproblem,
-)
-from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
-
-if TYPE_CHECKING:
-    import pyomo.environ as pyo
-else:
-    pyo = lazy_module("pyomo.environ")
+from shock.plugins.policies.rate_lp import agnostic_throughputs
+from shock.plugins.policies.time_fraction_lp import clean_fractions
 
 # Bisection stops when (upper - lower) <= RELATIVE_GAP * upper.
 RELATIVE_GAP = 1e-6
-# The Pyomo path calls a step feasible when the solver's level l reaches 1 within this.
-_LEVEL_TOLERANCE = 1e-9
 _MAX_STEPS = 200
 
 
@@ -160,8 +145,6 @@ class FinishTimeFairness(Policy):
     # Its objective over parts of the cluster (--partitions): the largest part's.
     part_objectives = PartObjectives.MAX
     problem_class = ProblemClass.LP  # the bisection: a sequence of feasibility LPs
-    # The direct model, rho_j has 1 / a_j(x); solvers that take NLPs are given it instead.
-    direct_problem_class = ProblemClass.NLP
 
     def __init__(
         self, heterogeneity_aware: bool, options: FinishTimeFairnessOptions | None = None
@@ -246,15 +229,7 @@ class FinishTimeFairness(Policy):
         """The allocation minimising the largest ratio of the counted jobs (the rest get 0)."""
         keys = tuple(job.job_id for job in problem.jobs)
         fractions = np.zeros_like(problem.throughputs)
-        if solver.uses_fast_path:
-            x = bisect_matrix(ftf, solver)
-        else:
-            sub = subproblem(problem, counted, ftf.throughputs)
-            # The direct model divides by R_j: jobs with none left take the bisection.
-            if solver.takes(ProblemClass.NLP) and (ftf.remaining > 0).all():
-                x = solve_direct(ftf, sub, solver)
-            else:
-                x = bisect_pyomo(ftf, sub, solver)
+        x = bisect(ftf, solver)
         fractions[counted] = x
         return Allocation(keys, problem.worker_types, fractions, float(ftf.ratios(x).max()))
 
@@ -272,7 +247,7 @@ class FinishTimeFairness(Policy):
         return attained
 
 
-# --------------------------------------------------------------------------- HiGHS bisection
+# --------------------------------------------------------------------------- the bisection
 
 
 def feasibility_lp(ftf: FinishTimeProblem, demand: np.ndarray) -> tuple[MatrixLP, np.ndarray]:
@@ -313,61 +288,51 @@ def _feasibility_pattern(m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def warm_bisection(
-    highs: Any,
+    sequence: LpSequence,
     ftf: FinishTimeProblem,
     scale_rows: np.ndarray,
     evaluate: Callable[[np.ndarray], tuple[np.ndarray, float]],
     best: np.ndarray,
     gap: float,
 ) -> tuple[np.ndarray, float]:
-    """Bisection on rho over the LP loaded in `highs`, whose first m rows are the demand rows
+    """Bisection on rho over the LP of `sequence`, whose first m rows are the demand rows
     a_j(x) / scale_rows_j >= demand_j(rho) / scale_rows_j: only their bounds change, so each
-    step re-solves from the previous basis. `evaluate(columns)` gives a feasible step's
-    allocation and its own worst ratio, a tighter upper bound. Returns (best, upper)."""
-    import highspy
-
+    step re-solves from the previous basis (HiGHS). `evaluate(columns)` gives a feasible
+    step's allocation and its own worst ratio, a tighter upper bound. Returns (best, upper)."""
     m = len(scale_rows)
     lower, upper = ftf.lower_bound, ftf.upper_bound
     rows = np.arange(m, dtype=np.int32)
     no_upper = np.full(m, np.inf)
-    infeasible = (
-        highspy.HighsModelStatus.kInfeasible,
-        highspy.HighsModelStatus.kUnboundedOrInfeasible,
-    )
     for _ in range(_MAX_STEPS):
         if upper - lower <= gap * upper:
             break
         rho = 0.5 * (lower + upper)
-        highs.changeRowsBounds(m, rows, ftf.demand(rho) / scale_rows, no_upper)
-        highs.run()
-        status = highs.getModelStatus()
-        if status == highspy.HighsModelStatus.kOptimal:
-            x, reached = evaluate(np.asarray(highs.getSolution().col_value))
+        sequence.set_row_bounds(rows, ftf.demand(rho) / scale_rows, no_upper)
+        if sequence.run() is LpStatus.OPTIMAL:
+            x, reached = evaluate(sequence.solution)
             # The vertex's own ratio is often below rho; within tolerances it may be a hair
             # above, so the bound moves at least to rho.
             upper = min(rho, reached)
             best = x
-        elif status in infeasible:
-            lower = rho
         else:
-            raise SolverError(f"HiGHS ended with {highs.modelStatusToString(status)} (FTF step)")
+            lower = rho
     return best, upper
 
 
-def bisect_matrix(ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
-    """Bisection on rho with warm-started dual simplex, then one interior-point solve."""
+def bisect(ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
+    """Bisection on rho over one feasibility LP (HiGHS: warm-started dual simplex), then one
+    interior-point solve at the bound it reached."""
 
     m, n = ftf.throughputs.shape
     best = ftf.isolated
     lp, scale_rows = feasibility_lp(ftf, ftf.demand(ftf.upper_bound))
-    highs = simplex_highs(spec)
-    highs.passModel(highs_lp(lp))
+    sequence = LpSequence(lp, spec)
 
     def evaluate(columns: np.ndarray) -> tuple[np.ndarray, float]:
         x = columns.reshape(m, n)
         return x, float(ftf.ratios(x).max())
 
-    best, upper = warm_bisection(highs, ftf, scale_rows, evaluate, best, RELATIVE_GAP)
+    best, upper = warm_bisection(sequence, ftf, scale_rows, evaluate, best, RELATIVE_GAP)
     best = clean_fractions(best)
     final_lp, _ = feasibility_lp(ftf, ftf.demand(upper))
     try:
@@ -378,98 +343,6 @@ def bisect_matrix(ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
     if ftf.ratios(interior).max() <= reached * (1 + RELATIVE_GAP):
         return interior
     return best
-
-
-# --------------------------------------------------------------------------- Pyomo paths
-
-
-def bisect_pyomo(ftf: FinishTimeProblem, sub: PolicyInput, spec: SolverSpec) -> np.ndarray:
-    """The same bisection for any LP solver: each step maximises a level l with
-    a_j(x) >= l * demand_j(rho), so it is always feasible, and rho is feasible iff l >= 1."""
-    m, n = ftf.throughputs.shape
-    scale_rows = (ftf.throughputs * ftf.isolated).sum(axis=1)
-    coefficients = ftf.throughputs / scale_rows[:, None]
-    model = base_model(sub)
-    add_level_target(
-        model, lambda mo, j: sum(float(coefficients[j, w]) * mo.x[j, w] for w in mo.W)
-    )
-
-    def evaluate() -> tuple[np.ndarray, float]:
-        x = model_fractions(model, m, n)
-        return x, float(ftf.ratios(x).max())
-
-    best = level_bisection(model, ftf, scale_rows, spec, evaluate, ftf.isolated, RELATIVE_GAP)
-    return clean_fractions(best)
-
-
-def add_level_target(model: Any, progress: Callable[[Any, int], Any]) -> None:
-    """Maximise `model.level` subject to progress(model, j) >= model.demand[j] * level, the
-    form `level_bisection` solves (demand set per bisection step)."""
-    model.level = pyo.Var()
-    model.demand = pyo.Param(model.J, mutable=True, initialize=1.0)
-    model.objective = pyo.Objective(expr=model.level, sense=pyo.maximize)
-    model.target = pyo.Constraint(
-        model.J, rule=lambda mo, j: progress(mo, j) >= mo.demand[j] * mo.level
-    )
-
-
-def level_bisection(
-    model: Any,
-    ftf: FinishTimeProblem,
-    scale_rows: np.ndarray,
-    spec: SolverSpec,
-    evaluate: Callable[[], tuple[np.ndarray, float]],
-    best: np.ndarray,
-    gap: float,
-) -> np.ndarray:
-    """Bisection on rho over a Pyomo model that maximises `model.level` subject to
-    progress_j / scale_rows_j >= model.demand[j] * level: rho is feasible iff the level
-    reaches 1. `evaluate()` gives the solved allocation and its own worst ratio, which
-    bounds the optimum from above; the best one is returned (`best`, the isolated
-    allocation, if none is better)."""
-    lower, upper = ftf.lower_bound, ftf.upper_bound
-    for _ in range(_MAX_STEPS):
-        if upper - lower <= gap * upper:
-            break
-        rho = 0.5 * (lower + upper)
-        for j, value in enumerate(ftf.demand(rho) / scale_rows):
-            model.demand[j] = float(value)
-        solve_pyomo(model, spec)
-        x, reached = evaluate()
-        if reached < upper:
-            upper, best = reached, x
-        if pyo.value(model.level) >= 1.0 - _LEVEL_TOLERANCE:
-            upper = min(upper, rho)
-        else:
-            lower = rho
-    return best
-
-
-def solve_direct(ftf: FinishTimeProblem, sub: PolicyInput, spec: SolverSpec) -> np.ndarray:
-    """The non-linear model (see the module docstring), started from the isolated allocation."""
-    m, n = ftf.throughputs.shape
-    coefficients = ftf.throughputs * (ftf.horizon / ftf.remaining)[:, None]  # b_j per x[j, w]
-    start_b = (coefficients * ftf.isolated).sum(axis=1)
-    model = base_model(sub)
-    for (j, w), var in model.x.items():
-        var.value = float(ftf.isolated[j, w])
-    model.b = pyo.Var(model.J, domain=pyo.NonNegativeReals, initialize=lambda _, j: start_b[j])
-    model.u = pyo.Var(
-        model.J, domain=pyo.NonNegativeReals, initialize=lambda _, j: 1.0 / start_b[j]
-    )
-    model.rho = pyo.Var(initialize=ftf.upper_bound)
-    model.objective = pyo.Objective(expr=model.rho, sense=pyo.minimize)
-    model.b_is_throughput = pyo.Constraint(
-        model.J,
-        rule=lambda mo, j: mo.b[j] == sum(float(coefficients[j, w]) * mo.x[j, w] for w in mo.W),
-    )
-    model.time_left = pyo.Constraint(model.J, rule=lambda mo, j: mo.b[j] * mo.u[j] >= 1.0)
-    model.ratio = pyo.Constraint(
-        model.J,
-        rule=lambda mo, j: float(ftf.elapsed[j] / ftf.horizon[j]) + mo.u[j] <= mo.rho,
-    )
-    solve_pyomo(model, spec)
-    return model_fractions(model, m, n)
 
 
 @hookimpl

@@ -11,8 +11,8 @@ The same exact LP reformulation applies (w_j rho_j <= rho  <=>  a_j(x) >= R_j / 
 t_j)), so the policy bisects on rho over feasibility LPs. HiGHS re-solves one LP with a
 warm-started dual simplex, changing only the demand rows' bounds; every feasible vertex's own
 largest ratio tightens the upper bound, and that vertex is the allocation (a vertex uses few
-pairs). Other solvers maximise a level l with a_j(x) >= l demand_j on one Pyomo model with
-mutable demands (rho is feasible iff l >= 1).
+pairs). Any other LP solver runs the same bisection over the same LP, as one Pyomo model whose
+demand bounds change in place.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy as np
 
 from shock.api import (
     Allocation,
+    LpSequence,
     MatrixLP,
     Policy,
     PolicyInput,
@@ -31,18 +32,15 @@ from shock.api import (
     Register,
     SolverSpec,
     UnitKey,
-    highs_lp,
     hookimpl,
     lazy_module,
 )
 from shock.plugins.policies.finish_time_fairness import (
     FinishTimeFairness,
     FinishTimeProblem,
-    add_level_target,
-    level_bisection,
     warm_bisection,
 )
-from shock.plugins.policies.rate_lp import simplex_highs, subproblem
+from shock.plugins.policies.rate_lp import subproblem
 from shock.plugins.policies.units import Units, clean_unit_fractions, job_units
 
 if TYPE_CHECKING:
@@ -56,7 +54,6 @@ RELATIVE_GAP = 1e-8
 
 class FinishTimeFairnessPacked(FinishTimeFairness):
     problem_class = ProblemClass.LP
-    direct_problem_class = ProblemClass.LP  # no NLP model: every solver runs the bisection
 
     def __init__(self) -> None:
         super().__init__(heterogeneity_aware=True)
@@ -73,11 +70,7 @@ class FinishTimeFairnessPacked(FinishTimeFairness):
         self, problem: PolicyInput, counted: np.ndarray, ftf: FinishTimeProblem, solver: SolverSpec
     ) -> Allocation:
         units = job_units(subproblem(problem, counted, ftf.throughputs), packed=True)
-        if solver.uses_fast_path:
-            fractions = _bisect_highs(units, ftf, solver)
-        else:
-            fractions = _bisect_pyomo(units, ftf, solver)
-        fractions = clean_unit_fractions(fractions)
+        fractions = clean_unit_fractions(_bisect(units, ftf, solver))
         objective = float(ftf.ratios_at(units.job_rates(fractions)).max())
         allocation = units.allocation(problem, fractions, objective)
         # Jobs whose ratio no allocation changes are in no unit: give them empty rows.
@@ -104,7 +97,7 @@ def _isolated_columns(units: Units, ftf: FinishTimeProblem) -> np.ndarray:
     return fractions
 
 
-def _bisect_highs(units: Units, ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
+def _bisect(units: Units, ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
     m = units.num_jobs
     # Demand rows scaled by the isolated rate, so both sides are about 1.
     scale_rows = (ftf.throughputs * ftf.isolated).sum(axis=1)
@@ -123,29 +116,14 @@ def _bisect_highs(units: Units, ftf: FinishTimeProblem, spec: SolverSpec) -> np.
         a_index=matrix.indices.astype(np.int32),
         a_value=matrix.data.astype(float),
     )
-    highs = simplex_highs(spec)
-    highs.passModel(highs_lp(lp))
+    sequence = LpSequence(lp, spec)
 
     def evaluate(columns: np.ndarray) -> tuple[np.ndarray, float]:
         x = units.fractions(columns)
         return x, float(ftf.ratios_at(units.job_rates(x)).max())
 
-    best, _ = warm_bisection(highs, ftf, scale_rows, evaluate, best, RELATIVE_GAP)
+    best, _ = warm_bisection(sequence, ftf, scale_rows, evaluate, best, RELATIVE_GAP)
     return best
-
-
-def _bisect_pyomo(units: Units, ftf: FinishTimeProblem, spec: SolverSpec) -> np.ndarray:
-    scale_rows = (ftf.throughputs * ftf.isolated).sum(axis=1)
-    model = units.pyomo_model()
-    add_level_target(model, lambda mo, j: units.pyomo_progress(mo, j, 1.0 / float(scale_rows[j])))
-
-    def evaluate() -> tuple[np.ndarray, float]:
-        x = np.array([[model.x[u, w].value or 0.0 for w in model.W] for u in model.U])
-        x = np.clip(x, 0.0, None)
-        return x, float(ftf.ratios_at(units.job_rates(x)).max())
-
-    start = _isolated_columns(units, ftf)
-    return level_bisection(model, ftf, scale_rows, spec, evaluate, start, RELATIVE_GAP)
 
 
 @hookimpl

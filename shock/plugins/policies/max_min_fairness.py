@@ -9,7 +9,6 @@ throughput to 1, so it balances time, not work.
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,16 +22,9 @@ from shock.api import (
     Register,
     SolverSpec,
     hookimpl,
-    lazy_module,
     solve_matrix_lp,
-    solve_pyomo,
 )
-from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
-
-if TYPE_CHECKING:
-    import pyomo.environ as pyo
-else:
-    pyo = lazy_module("pyomo.environ")
+from shock.plugins.policies.time_fraction_lp import clean_fractions
 
 
 def normalised_rates(
@@ -71,38 +63,23 @@ class MaxMinFairness(Policy):
             return Allocation.empty(problem.worker_types)
         scale_factors = problem.scale_factors
         rates = normalised_rates(problem, self.heterogeneity_aware, scale_factors)
-        if solver.uses_fast_path:
-            # Identical jobs (same rates and gang size) have interchangeable rows: averaging any
-            # optimum over their permutations keeps it optimal, so one row per class, with the
-            # class size in the capacity rows, has the same optimum and a smaller LP.
-            classes, class_of_job, sizes = _job_classes(rates, scale_factors)
-            gang_gpus = scale_factors[classes] * sizes
-            lp = self.matrix_lp(rates[classes], gang_gpus, problem.capacity)
-            solution = solve_matrix_lp(lp, solver)
-            per_class = solution[:-1].reshape(len(classes), rates.shape[1])
-            # Cleaning is row by row: each class once, then its jobs.
-            fractions = clean_fractions(per_class)[class_of_job]
-            objective = float(solution[-1])
-        else:
-            model = self.pyomo_model(problem, rates)
-            solve_pyomo(model, solver)
-            fractions = model_fractions(model, *rates.shape)
-            objective = float(pyo.value(model.fairness_floor))
+        # Identical jobs (same rates and gang size) have interchangeable rows: averaging any
+        # optimum over their permutations keeps it optimal, so one row per class, with the
+        # class size in the capacity rows, has the same optimum and a smaller LP. Every
+        # solver is handed this class LP.
+        classes, class_of_job, sizes = _job_classes(rates, scale_factors)
+        gang_gpus = scale_factors[classes] * sizes
+        lp = self.matrix_lp(rates[classes], gang_gpus, problem.capacity)
+        solution = solve_matrix_lp(lp, solver)
+        per_class = solution[:-1].reshape(len(classes), rates.shape[1])
+        # Cleaning is row by row: each class once, then its jobs.
+        fractions = clean_fractions(per_class)[class_of_job]
+        objective = float(solution[-1])
         return Allocation(keys, problem.worker_types, fractions, objective)
-
-    def pyomo_model(self, problem: PolicyInput, rates: np.ndarray) -> pyo.ConcreteModel:
-        model = base_model(problem)
-        model.fairness_floor = pyo.Var()
-        model.objective = pyo.Objective(expr=model.fairness_floor, sense=pyo.maximize)
-        model.floor = pyo.Constraint(
-            model.J,
-            rule=lambda m, j: m.fairness_floor <= sum(float(rates[j, w]) * m.x[j, w] for w in m.W),
-        )
-        return model
 
     @staticmethod
     def matrix_lp(rates: np.ndarray, gang_gpus: np.ndarray, capacity: np.ndarray) -> MatrixLP:
-        """The same LP: columns x[j, w] (row-major) then the floor t; minimise -t.
+        """The LP: columns x[j, w] (row-major) then the floor t; minimise -t.
 
         Rows 0..m-1: t - sum_w rates[j, w] x[j, w] <= 0; rows m..2m-1: sum_w x[j, w] <= 1;
         rows 2m..2m+n-1: sum_j gang_gpus_j x[j, w] <= capacity_w (gang_gpus_j: the job's

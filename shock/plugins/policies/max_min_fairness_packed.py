@@ -12,15 +12,14 @@ T_equal[j] is the isolated throughput under an equal share of every type, as in
 `max_min_fairness_perf`. A job paired with an identical job (same type) gets the mean of the
 pair's two measured throughputs, so identical jobs stay interchangeable.
 
-The HiGHS path solves the same LP over classes of identical jobs (same type, gang size and
-weight): by symmetry the optimum is the same, and the LP has one row per class instead of one
-per job and one column per class pair instead of one per job pair (quadratic in jobs). The
-class solution is then carried by few concrete pairs with the same per-job totals.
+Every solver is handed this LP over classes of identical jobs (same type, gang size and
+weight): by symmetry the optimum is the job-level LP's, and the LP has one row per class
+instead of one per job and one column per class pair instead of one per job pair (quadratic in
+jobs). The class solution is then carried by few concrete pairs with the same per-job totals.
 """
 
 from __future__ import annotations
 
-from itertools import combinations
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,7 +37,6 @@ from shock.api import (
     hookimpl,
     lazy_module,
     solve_matrix_lp,
-    solve_pyomo,
 )
 from shock.plugins.policies.packing import (
     ClassPair,
@@ -46,14 +44,11 @@ from shock.plugins.policies.packing import (
     class_pairs,
     concrete_pairs,
     job_classes,
-    pair_rates,
 )
 
 if TYPE_CHECKING:
-    import pyomo.environ as pyo
     import scipy.sparse as sparse
 else:
-    pyo = lazy_module("pyomo.environ")
     sparse = lazy_module("scipy.sparse")
 
 
@@ -86,84 +81,10 @@ class MaxMinFairnessPacked(Policy):
         if not problem.jobs:
             return Allocation.empty(problem.worker_types)
         weights = self.progress_weights(problem)
-        if solver.uses_fast_path:
-            units, fractions, floor = self._solve_by_class(problem, weights, solver)
-        else:
-            model, units = self.pyomo_model(problem, weights)
-            solve_pyomo(model, solver)
-            fractions = np.array(
-                [[max(0.0, model.x[u, w].value or 0.0) for w in model.W] for u in range(len(units))]
-            )
-            floor = float(pyo.value(model.floor))
+        units, fractions, floor = self._solve_by_class(problem, weights, solver)
         return _allocation(problem, units, fractions, self.objective(problem, floor))
 
-    # The readable, job-level model (every solver; the reference for the class LP).
-
-    def pyomo_model(
-        self, problem: PolicyInput, weight: np.ndarray
-    ) -> tuple[pyo.ConcreteModel, list[UnitKey]]:
-        jobs = problem.jobs
-        n = len(problem.worker_types)
-        units: list[UnitKey] = [job.job_id for job in jobs]
-        unit_size = [float(job.scale_factor) for job in jobs]
-        inside: dict[tuple[int, int], np.ndarray] = {}  # (unit, row) -> throughput per type
-        for row in range(len(jobs)):
-            inside[(row, row)] = problem.throughputs[row]
-        if problem.table is not None:
-            for i, j in combinations(range(len(jobs)), 2):
-                a, b = jobs[i], jobs[j]
-                if a.scale_factor != b.scale_factor:
-                    continue
-                rates = pair_rates(
-                    problem.table, a.job_type, b.job_type, a.scale_factor, problem.worker_types
-                )
-                if a.job_type == b.job_type:
-                    rates = np.repeat(rates.mean(axis=1, keepdims=True), 2, axis=1)
-                if not np.any((rates[:, 0] > 0) & (rates[:, 1] > 0)):
-                    continue
-                unit = len(units)
-                units.append((a.job_id, b.job_id))
-                unit_size.append(float(a.scale_factor))
-                inside[(unit, i)] = rates[:, 0]
-                inside[(unit, j)] = rates[:, 1]
-        units_of_row: dict[int, list[int]] = {}
-        for unit, row in inside:
-            units_of_row.setdefault(row, []).append(unit)
-
-        model = pyo.ConcreteModel()
-        model.U = pyo.RangeSet(0, len(units) - 1)
-        model.W = pyo.RangeSet(0, n - 1)
-        model.J = pyo.RangeSet(0, len(jobs) - 1)
-        model.x = pyo.Var(model.U, model.W, domain=pyo.NonNegativeReals)
-        model.floor = pyo.Var()
-        model.objective = pyo.Objective(expr=model.floor, sense=pyo.maximize)
-        model.one_unit_at_a_time = pyo.Constraint(
-            model.J,
-            rule=lambda m, j: sum(m.x[u, w] for u in units_of_row[j] for w in m.W) <= 1.0,
-        )
-        model.capacity = pyo.Constraint(
-            model.W,
-            rule=lambda m, w: (
-                sum(unit_size[u] * m.x[u, w] for u in m.U) <= float(problem.capacity[w])
-            ),
-        )
-        model.fair = pyo.Constraint(
-            model.J,
-            rule=lambda m, j: (
-                pyo.Constraint.Skip
-                if weight[j] == 0
-                else (
-                    m.floor
-                    <= float(weight[j])
-                    * sum(
-                        float(inside[(u, j)][w]) * m.x[u, w] for u in units_of_row[j] for w in m.W
-                    )
-                )
-            ),
-        )
-        return model, units
-
-    # The class-level matrix LP (HiGHS).
+    # The class-level LP (every solver).
 
     def _solve_by_class(
         self, problem: PolicyInput, weights: np.ndarray, solver: SolverSpec

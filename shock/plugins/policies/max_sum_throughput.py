@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -43,9 +42,7 @@ from shock.api import (
     SolverSpec,
     conic_interior_point_optimum,
     hookimpl,
-    lazy_module,
     solve_matrix_lp,
-    solve_pyomo,
     typed_options,
 )
 from shock.plugins.policies.rate_lp import (
@@ -53,12 +50,7 @@ from shock.plugins.policies.rate_lp import (
     matrix_lp,
     normalised_throughput_coefficients,
 )
-from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
-
-if TYPE_CHECKING:
-    import pyomo.environ as pyo
-else:
-    pyo = lazy_module("pyomo.environ")
+from shock.plugins.policies.time_fraction_lp import clean_fractions
 
 
 def throughput_lp(coefficients: np.ndarray, scale: np.ndarray, capacity: np.ndarray) -> MatrixLP:
@@ -117,22 +109,9 @@ class MaxSumThroughput(Policy):
         )
         if point is not None:
             fractions = np.clip(point, 0.0, 1.0)  # Gavel clips, and keeps the tiny shares
-        elif solver.uses_fast_path:
+        else:
             lp = throughput_lp(coefficients, problem.scale_factors, problem.capacity)
             fractions = clean_fractions(solve_matrix_lp(lp, solver).reshape(m, n))
-        else:
-            model = base_model(problem)
-            model.objective = pyo.Objective(
-                expr=sum(
-                    float(coefficients[j, w]) * model.x[j, w]
-                    for j in model.J
-                    for w in model.W
-                    if coefficients[j, w] != 0
-                ),
-                sense=pyo.maximize,
-            )
-            solve_pyomo(model, solver)
-            fractions = model_fractions(model, m, n)
         objective = float((coefficients * fractions).sum())
         return Allocation(keys, problem.worker_types, fractions, objective)
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -58,26 +58,16 @@ from shock.api import (
     conic_interior_point,
     hookimpl,
     is_strictly_feasible,
-    lazy_module,
     solve_matrix_lp,
-    solve_pyomo,
     typed_options,
 )
 from shock.plugins.policies.isolated import isolated_fractions
 from shock.plugins.policies.max_min_fairness import MaxMinFairness
 from shock.plugins.policies.max_min_fairness_packed import MaxMinFairnessPacked
-from shock.plugins.policies.rate_lp import (
-    agnostic_throughputs,
-    subproblem,
-)
-from shock.plugins.policies.time_fraction_lp import base_model, clean_fractions, model_fractions
+from shock.plugins.policies.rate_lp import agnostic_throughputs
+from shock.plugins.policies.time_fraction_lp import clean_fractions
 
 _Answer = TypeVar("_Answer")
-
-if TYPE_CHECKING:
-    import pyomo.environ as pyo
-else:
-    pyo = lazy_module("pyomo.environ")
 
 
 def makespan(throughputs: np.ndarray, remaining: np.ndarray, fractions: np.ndarray) -> float:
@@ -169,22 +159,8 @@ class MinTotalDuration(Policy):
         rates = sub_throughputs * (unit / sub_remaining)[:, None]
         scale = problem.scale_factors[counted]
         m, n = rates.shape
-        if solver.uses_fast_path:
-            solution = solve_matrix_lp(
-                MaxMinFairness.matrix_lp(rates, scale, problem.capacity), solver
-            )
-            x = clean_fractions(solution[:-1].reshape(m, n))
-        else:
-            sub = subproblem(problem, counted, sub_throughputs)
-            model = base_model(sub)
-            model.level = pyo.Var()
-            model.objective = pyo.Objective(expr=model.level, sense=pyo.maximize)
-            model.finish = pyo.Constraint(
-                model.J,
-                rule=lambda mo, j: sum(float(rates[j, w]) * mo.x[j, w] for w in mo.W) >= mo.level,
-            )
-            solve_pyomo(model, solver)
-            x = model_fractions(model, m, n)
+        solution = solve_matrix_lp(MaxMinFairness.matrix_lp(rates, scale, problem.capacity), solver)
+        x = clean_fractions(solution[:-1].reshape(m, n))
         if self.options.gavel_bisection:
             x = centred_at_bisection_end(x, sub_throughputs, sub_remaining, scale, problem)
         fractions[counted] = x

@@ -9,11 +9,10 @@ throughput for summing over jobs, and LPs in HiGHS' column-wise matrix form.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import numpy as np
 
-from shock.api import MatrixLP, PolicyInput, SolverSpec, new_highs
+from shock.api import MatrixLP, PolicyInput
 
 REFERENCE_WORKER_TYPE = "v100"
 
@@ -127,24 +126,3 @@ def matrix_lp(
         a_index=index,
         a_value=value,
     )
-
-
-_SIMPLEX_INSTANCES: dict[tuple[float | None, bool], Any] = {}
-
-
-def simplex_highs(spec: SolverSpec, primal: bool = False) -> Any:
-    """A reused HiGHS instance running dual simplex, for sequences of LPs that differ only in
-    bounds: the basis of one solve warm-starts the next, and an infeasible LP is reported as
-    such (an interior-point method detects infeasibility slowly). `primal=True` runs primal
-    simplex instead, for sequences whose last solution stays feasible (water filling)."""
-    key = (spec.time_limit_s, primal)
-    highs = _SIMPLEX_INSTANCES.get(key)
-    if highs is None:
-        highs = new_highs()
-        highs.setOptionValue("solver", "simplex")
-        highs.setOptionValue("simplex_strategy", 4 if primal else 1)
-        highs.setOptionValue("presolve", "off")  # keeps the basis valid between solves
-        if spec.time_limit_s is not None:
-            highs.setOptionValue("time_limit", float(spec.time_limit_s))
-        _SIMPLEX_INSTANCES[key] = highs
-    return highs

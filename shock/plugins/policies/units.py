@@ -20,10 +20,8 @@ from shock.api import Allocation, PolicyInput, UnitKey, lazy_module
 from shock.plugins.policies.packing import pair_rates
 
 if TYPE_CHECKING:
-    import pyomo.environ as pyo
     import scipy.sparse as sparse
 else:
-    pyo = lazy_module("pyomo.environ")
     sparse = lazy_module("scipy.sparse")
 
 
@@ -75,37 +73,6 @@ class Units:
             problem.worker_types,
             fractions[keep].reshape(len(keep), self.num_types),
             objective,
-        )
-
-    def pyomo_model(self) -> pyo.ConcreteModel:
-        """x[u, w] with the time and capacity rows; `model.units_of_job[j]` lists job j's
-        (unit, steps/s per type)."""
-        units_of_job: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(self.num_jobs)]
-        for job, unit, rates in zip(self.entry_job, self.entry_unit, self.entry_rates, strict=True):
-            units_of_job[int(job)].append((int(unit), rates))
-        model = pyo.ConcreteModel()
-        model.U = pyo.RangeSet(0, len(self.keys) - 1)
-        model.W = pyo.RangeSet(0, self.num_types - 1)
-        model.J = pyo.RangeSet(0, self.num_jobs - 1)
-        model.x = pyo.Var(model.U, model.W, domain=pyo.NonNegativeReals)
-        model.one_unit_at_a_time = pyo.Constraint(
-            model.J,
-            rule=lambda m, j: sum(m.x[u, w] for u, _ in units_of_job[j] for w in m.W) <= 1.0,
-        )
-        gang, capacity = self.gang, self.capacity
-        model.capacity = pyo.Constraint(
-            model.W,
-            rule=lambda m, w: sum(float(gang[u]) * m.x[u, w] for u in m.U) <= float(capacity[w]),
-        )
-        model.units_of_job = units_of_job
-        return model
-
-    def pyomo_progress(self, model: pyo.ConcreteModel, job: int, weight: float) -> object:
-        """weight * job's steps/s as a Pyomo expression over model.x."""
-        return sum(
-            float(weight * rates[w]) * model.x[u, w]
-            for u, rates in model.units_of_job[job]
-            for w in model.W
         )
 
     def _per_job(self, values: np.ndarray) -> sparse.csr_matrix:

@@ -73,6 +73,9 @@ GUROBI = GurobiSolver(
     python_module="gurobipy",
     time_limit_option="TimeLimit",
     mip_gap_option="MIPGap",
+    # Within 1e-9 of every bound, as HiGHS' answers are and the engine's allocation check
+    # expects (its default, 1e-6, lets a gang of 4 exceed a capacity by 4e-6).
+    default_options={"FeasibilityTol": 1e-9},
 )
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from shock.api import MatrixLP, SolverSpec, solve_matrix_milp, solve_pyomo
+from shock.api import MatrixLP, SolverSpec, solve_matrix_milp
 
 # Gains at or below this are no gain: such a bundle is never worth a GPU.
 MIN_GAIN = 1e-12
@@ -74,10 +74,7 @@ def proportional_fair(
     if not pairs:
         return {}, 0.0
     gains = np.array([bids[b].gain(w) for b, w in pairs])
-    if spec.uses_fast_path:
-        chosen = _solve_matrix(bids, pairs, gains, offered, spec)
-    else:
-        chosen = _solve_pyomo(bids, pairs, gains, offered, spec)
+    chosen = _solve(bids, pairs, gains, offered, spec)
     winners = {bids[pairs[k][0]].job_id: pairs[k][1] for k in np.flatnonzero(chosen > 0.5)}
     return winners, float(gains[chosen > 0.5].sum())
 
@@ -106,14 +103,16 @@ def exact_spec(spec: SolverSpec, mip_gap: float, time_limit_s: float | None) -> 
     return replace(spec, mip_gap=mip_gap, time_limit_s=time_limit_s)
 
 
-def _solve_matrix(
+def _solve(
     bids: Sequence[Bid],
     pairs: list[tuple[int, int]],
     gains: np.ndarray,
     offered: np.ndarray,
     spec: SolverSpec,
 ) -> np.ndarray:
-    """HiGHS directly: rows are one per bidder (one bundle each), then one per worker type."""
+    """The MILP over y[choice] (binary): maximise gains . y; rows are one per bidder (at most
+    one bundle each), then one per worker type (its offered GPUs). HiGHS takes it directly,
+    any other MILP solver as a Pyomo model of the same matrix."""
     n_bidders = len(bids)
     index = np.empty(2 * len(pairs), dtype=np.int32)
     value = np.empty(2 * len(pairs))
@@ -131,36 +130,3 @@ def _solve_matrix(
         a_value=value,
     )
     return solve_matrix_milp(lp, np.ones(len(pairs), dtype=bool), spec)
-
-
-def _solve_pyomo(
-    bids: Sequence[Bid],
-    pairs: list[tuple[int, int]],
-    gains: np.ndarray,
-    offered: np.ndarray,
-    spec: SolverSpec,
-) -> np.ndarray:
-    """The same model for any MILP solver, written as the math reads."""
-    import pyomo.environ as pyo
-
-    model = pyo.ConcreteModel()
-    model.choices = pyo.Set(initialize=range(len(pairs)))
-    model.y = pyo.Var(model.choices, within=pyo.Binary)
-    by_bidder: dict[int, list[int]] = {}
-    by_type: dict[int, list[int]] = {}
-    for k, (b, w) in enumerate(pairs):
-        by_bidder.setdefault(b, []).append(k)
-        by_type.setdefault(w, []).append(k)
-    model.one_bundle = pyo.Constraint(
-        list(by_bidder), rule=lambda m, b: sum(m.y[k] for k in by_bidder[b]) <= 1
-    )
-    model.capacity = pyo.Constraint(
-        list(by_type),
-        rule=lambda m, w: sum(bids[pairs[k][0]].gpus * m.y[k] for k in by_type[w])
-        <= float(offered[w]),
-    )
-    model.welfare = pyo.Objective(
-        expr=sum(float(gains[k]) * model.y[k] for k in model.choices), sense=pyo.maximize
-    )
-    solve_pyomo(model, spec)
-    return np.array([pyo.value(model.y[k]) or 0.0 for k in model.choices])
