@@ -47,7 +47,7 @@ from shock.cluster.runtime.messages import (
 from shock.cluster.runtime.state import WorkerSlot
 
 if TYPE_CHECKING:
-    from shock.cluster.runtime.runtime import Runtime
+    from shock.cluster.runtime.base import RuntimeBase
 
 _log = logging.getLogger(__name__)
 
@@ -92,18 +92,18 @@ class RayTransport:
 
     def __init__(self, settings: RaySettings) -> None:
         self.settings = settings
-        self._runtime: Runtime | None = None
+        self._runtime: RuntimeBase | None = None
         self._ray_workers: dict[str, RayWorker] = {}
         self._leases: dict[int, ActorLease] = {}
         self._next_node_check = 0.0
         self._actor_class = ray.remote(JobLeaseActor)
 
     @property
-    def runtime(self) -> Runtime:
+    def runtime(self) -> RuntimeBase:
         assert self._runtime is not None, "attach() first"
         return self._runtime
 
-    def attach(self, runtime: Runtime) -> None:
+    def attach(self, runtime: RuntimeBase) -> None:
         self._runtime = runtime
         now = time.time()
         # After a restart the previous driver's actors are gone with it: its open runs end

@@ -12,19 +12,49 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from shock.cluster.oplog import log_event
-from shock.cluster.runtime.messages import Command, JobEvent
+from shock.cluster.runtime.messages import Command, Exit, JobEvent
 from shock.cluster.runtime.state import Placement, Run, RuntimeSettings, TrackedJob, WorkerSlot
 
 if TYPE_CHECKING:
     from shock.cluster.journal import Journal
     from shock.cluster.round_times import RoundTimes
-    from shock.cluster.runtime.transport import Transport
     from shock.core.executor import BatchSizeChange, PlannedUnit
     from shock.core.run import RunRequest
     from shock.engine.measured_throughputs import ThroughputEstimates
+
+
+class Transport(Protocol):
+    """How the runtime reaches its workers (`transport.py` has the polling one the gRPC
+    adapter uses; `shock/cluster/ray_transport.py` the Ray adapter's). The runtime decides
+    and keeps the books; a transport carries its commands to workers and feeds what they
+    report back into it (`apply_event`, `worker_lost`, ...). Every method is called under
+    the runtime's lock."""
+
+    # The results' backend name.
+    backend_name: str
+    # A job on several GPUs runs as one process per GPU (a gang of ranks); False: as one
+    # process holding all its GPUs.
+    runs_gangs_as_ranks: bool
+    # A lost run's process is gone with it (no lease to wait out before a relaunch).
+    lost_runs_are_gone: bool
+
+    def attach(self, runtime: RuntimeBase) -> None:
+        """Bind to the runtime once its journal is loaded (before the engine starts)."""
+
+    def send(self, worker_id: str, command: Command) -> None:
+        """Carry one command to a worker."""
+
+    def poll(self, now: float) -> None:
+        """Each pass of the runtime's wait: take in reports, notice workers come and go."""
+
+    def run_closed(self, run_id: int) -> None:
+        """A run ended in the runtime's books: free whatever the transport holds for it."""
+
+    def stop(self) -> None:
+        """The run is over: stop the workers' jobs (bounded)."""
 
 
 class RuntimeBase:
@@ -86,7 +116,8 @@ class RuntimeBase:
             for w in self.workers.values() if w.registered and w.alive
         ))  # fmt: skip
 
-    # Provided by the parts (job_events.py, rounds.py, job_views.py, job_book.py).
+    # Provided by the parts (job_events.py, rounds.py, worker_desk.py, job_views.py,
+    # job_book.py).
 
     def apply_event(self, event: JobEvent) -> None:
         raise NotImplementedError
@@ -95,6 +126,18 @@ class RuntimeBase:
         raise NotImplementedError
 
     def _live_placements(self) -> dict[int, Placement]:
+        raise NotImplementedError
+
+    def apply_exit(self, job: TrackedJob, run: Run | None, exit: Exit, now: float) -> None:
+        raise NotImplementedError
+
+    def worker_lost(self, slot: WorkerSlot, now: float, why: str) -> None:
+        raise NotImplementedError
+
+    def planned_unit(self, job_id: int) -> PlannedUnit | None:
+        raise NotImplementedError
+
+    def gpu_owner(self, gpu: int) -> tuple[str, int] | None:
         raise NotImplementedError
 
     def close_run(self, run: Run, now: float, reason: str, wait_for_lease: bool = True) -> None:

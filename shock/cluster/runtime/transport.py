@@ -1,47 +1,14 @@
-"""How the runtime reaches its workers: a small protocol each adapter implements.
-
-The runtime decides and keeps the books; a transport carries its commands to workers and
-feeds what they report back into it (`Runtime.worker_joined`, `apply_events`,
-`worker_lost`, ...). The gRPC adapter's workers poll (`PolledTransport`: commands wait in a
-queue for the worker's next heartbeat, liveness is the heartbeats themselves); the Ray
-adapter calls actors (`shock/cluster/ray_transport.py`). Every method is called under the
-runtime's lock.
-"""
+"""The transport of workers that poll (the gRPC adapter's): commands wait in a queue for
+the worker's next heartbeat, and liveness is the heartbeats themselves."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Protocol
 
+from shock.cluster.runtime.base import RuntimeBase, Transport
 from shock.cluster.runtime.messages import Command
 
-if TYPE_CHECKING:
-    from shock.cluster.runtime.runtime import Runtime
-
-
-class Transport(Protocol):
-    # The results' backend name.
-    backend_name: str
-    # A job on several GPUs runs as one process per GPU (a gang of ranks); False: as one
-    # process holding all its GPUs.
-    runs_gangs_as_ranks: bool
-    # A lost run's process is gone with it (no lease to wait out before a relaunch).
-    lost_runs_are_gone: bool
-
-    def attach(self, runtime: Runtime) -> None:
-        """Bind to the runtime once its journal is loaded (before the engine starts)."""
-
-    def send(self, worker_id: str, command: Command) -> None:
-        """Carry one command to a worker."""
-
-    def poll(self, now: float) -> None:
-        """Each pass of the runtime's wait: take in reports, notice workers come and go."""
-
-    def run_closed(self, run_id: int) -> None:
-        """A run ended in the runtime's books: free whatever the transport holds for it."""
-
-    def stop(self) -> None:
-        """The run is over: stop the workers' jobs (bounded)."""
+__all__ = ["PolledTransport", "Transport"]
 
 
 class PolledTransport:
@@ -53,14 +20,14 @@ class PolledTransport:
     lost_runs_are_gone = False
 
     def __init__(self) -> None:
-        self._runtime: Runtime | None = None
+        self._runtime: RuntimeBase | None = None
 
     @property
-    def runtime(self) -> Runtime:
+    def runtime(self) -> RuntimeBase:
         assert self._runtime is not None, "attach() first"
         return self._runtime
 
-    def attach(self, runtime: Runtime) -> None:
+    def attach(self, runtime: RuntimeBase) -> None:
         self._runtime = runtime
 
     def send(self, worker_id: str, command: Command) -> None:
