@@ -1,14 +1,14 @@
 """The gRPC adapter's edge: protobuf messages to and from the runtime's own types.
 
-Only the gRPC adapter (this module, `service.py`, the worker agent and the Jobs client)
-names protobuf; the runtime and the Ray adapter never do.
+Only the gRPC adapter (this module, `service.py`, the worker agent `worker.py` and the Jobs
+client `client.py`) names protobuf; the runtime, the Ray adapter and the CLI never do.
 """
 
 from __future__ import annotations
 
 from shock.cluster.fairness import UserShare, WindowShare
 from shock.cluster.proto import shock_cluster_pb2 as pb
-from shock.cluster.runtime.job_messages import JobStatus, JobUpdate, Submission
+from shock.cluster.runtime.job_messages import JobPlacement, JobStatus, JobUpdate, Submission
 from shock.cluster.runtime.messages import (
     BatchSizeRequest,
     Checkpoint,
@@ -209,6 +209,19 @@ def submission_from_pb(message: pb.SubmitJobRequest) -> Submission:
     )  # fmt: skip
 
 
+def submission_to_pb(submission: Submission) -> pb.SubmitJobRequest:
+    message = pb.SubmitJobRequest(
+        job_type=submission.job_type, steps=submission.steps,
+        scale_factor=submission.scale_factor, user=submission.user, weight=submission.weight,
+        adaptation=submission.adaptation, command=submission.command,
+        workdir=submission.workdir, name=submission.name,
+    )  # fmt: skip
+    message.env.update(dict(submission.env))
+    if submission.gpus is not None:
+        message.gpus = submission.gpus
+    return message
+
+
 def status_to_pb(status: JobStatus) -> pb.JobStatus:
     return pb.JobStatus(
         job_id=status.job_id, user=status.user, state=status.state, job_type=status.job_type,
@@ -225,6 +238,25 @@ def status_to_pb(status: JobStatus) -> pb.JobStatus:
     )  # fmt: skip
 
 
+def status_from_pb(message: pb.JobStatus) -> JobStatus:
+    return JobStatus(
+        job_id=message.job_id, user=message.user, state=message.state,
+        job_type=message.job_type, scale_factor=message.scale_factor, step=message.step,
+        target_steps=message.target_steps, checkpoint_step=message.checkpoint_step,
+        placement=tuple(
+            JobPlacement(p.worker_id, p.hostname, tuple(p.gpus)) for p in message.placement
+        ),
+        submitted_at_unix=message.submitted_at_unix, queued_s=message.queued_s,
+        rho=message.rho, ended_at_unix=message.ended_at_unix, message=message.message,
+        weight=message.weight, adaptation=message.adaptation,
+        steps_per_s=dict(message.steps_per_s), command=tuple(message.command),
+    )  # fmt: skip
+
+
+def update_from_pb(message: pb.JobUpdate) -> JobUpdate:
+    return JobUpdate(status_from_pb(message.job), message.event, message.time_unix)
+
+
 def update_to_pb(update: JobUpdate) -> pb.JobUpdate:
     return pb.JobUpdate(
         job=status_to_pb(update.job), event=update.event, time_unix=update.time_unix
@@ -234,6 +266,17 @@ def update_to_pb(update: JobUpdate) -> pb.JobUpdate:
 def _window(window: WindowShare) -> pb.ShareWindow:
     return pb.ShareWindow(seconds=window.seconds, gpu_seconds=window.gpu_seconds,
                           share=window.share, fair_share=window.fair_share)  # fmt: skip
+
+
+def _window_from_pb(message: pb.ShareWindow) -> WindowShare:
+    return WindowShare(message.seconds, message.gpu_seconds, message.share, message.fair_share)
+
+
+def user_share_from_pb(message: pb.UserShare) -> UserShare:
+    return UserShare(
+        message.user, message.weight, message.gpus, message.share, message.fair_share,
+        _window_from_pb(message.recent), _window_from_pb(message.since_start),
+    )  # fmt: skip
 
 
 def user_share_to_pb(share: UserShare) -> pb.UserShare:
