@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import replace
 
 from shock.cluster.launch import launch_grant
 from shock.cluster.names import placement_text
@@ -165,12 +164,9 @@ class Rounds(RuntimeBase):
                 command=() if command is None else command.argv,
                 workdir="" if command is None else command.workdir,
                 env=() if command is None else tuple(command.env),
+                rank=rank, world_size=world_size, local_rank=local_rank,
+                master_addr=master_addr, master_port=master_port,
             )  # fmt: skip
-            if world_size > 1:
-                launch = replace(
-                    launch, rank=rank, world_size=world_size, local_rank=local_rank,
-                    master_addr=master_addr, master_port=master_port,
-                )  # fmt: skip
             self._command(worker_id, launch)
         job.run_id = lead_run_id
         self._round_runs.setdefault(job_id, []).append(lead_run_id)

@@ -52,9 +52,9 @@ class GrpcOptions:
 
     local_workers: int | None = field(
         default=None,
-        metadata={"help": "Local worker agents to start (default 2; 0: none, workers connect "
-                          "with `shock worker`); with --gpus-per-worker and --gpu-type they "
-                          "replace --cluster."},
+        metadata={"help": "Local worker agents to start (default 2; 0 is `shock serve`'s mode: "
+                          "none, workers connect with `shock worker`); with --gpus-per-worker "
+                          "and --gpu-type they replace --cluster."},
     )  # fmt: skip
     gpus_per_worker: int | None = field(
         default=None,
