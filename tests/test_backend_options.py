@@ -225,7 +225,8 @@ def test_simulator_has_no_options(registry: PluginRegistry) -> None:
 def test_grpc_declares_the_documented_run_options() -> None:
     flags = [option.flag for option in declared_options(GrpcBackend())]
     assert flags == ["--local-workers", "--gpus-per-worker", "--gpu-type", "--job-command",
-                     "--state-dir", "--heartbeat", "--checkpoint-every"]  # fmt: skip
+                     "--state-dir", "--heartbeat", "--checkpoint-every", "--dead-after",
+                     "--min-workers", "--host", "--port"]  # fmt: skip
 
 
 def test_grpc_local_workers_are_the_cluster_and_build_the_runtime(tmp_path: Path) -> None:
@@ -253,10 +254,33 @@ def test_grpc_defaults_and_an_explicit_round_length() -> None:
     assert request.config.cluster_runtime == ClusterRuntime()
 
 
+def test_grpc_serve_mode_takes_the_cluster_from_its_workers(tmp_path: Path) -> None:
+    """`local_workers=0` (what `shock serve` runs): no local cluster is made up, and the
+    runtime's settings come from the same options as a local run's."""
+    texts = ("local_workers=0", f"state_dir={tmp_path}", "heartbeat=0.5", "dead_after=7",
+             "min_workers=2")  # fmt: skip
+    request = build_request(RunOptions(backend="grpc", cluster="k80=3", backend_options=texts))
+    assert request.cluster.gpus_per_type == {"k80": 3}  # the types to expect, as named
+    options = request.backend_options_as(GrpcOptions)
+    assert options.serves
+    settings = options.runtime_settings(request.config.cluster_runtime, tmp_path, 0, True)
+    assert (settings.heartbeat_s, settings.dead_after_s, settings.min_workers) == (0.5, 7.0, 2)
+    assert settings.accepts_submissions
+    local = GrpcOptions(heartbeat=2.0).runtime_settings(ClusterRuntime(heartbeat_s=2.0),
+                                                        tmp_path, 3)  # fmt: skip
+    assert (local.dead_after_s, local.min_workers) == (10.0, 3)  # 5 heartbeats; every worker
+    with pytest.raises(ShockError, match="shock serve"):
+        GrpcBackend().run(request)
+
+
 @pytest.mark.parametrize(
     ("item", "message"),
     [
-        ("local_workers=0", "backend 'grpc': --local-workers and --gpus-per-worker must be >= 1"),
+        ("local_workers=-1", "backend 'grpc': --local-workers must be >= 0"),
+        ("gpus_per_worker=0", "--gpus-per-worker >= 1"),
+        ("dead_after=0", "backend 'grpc': --dead-after must be > 0"),
+        ("min_workers=0", "backend 'grpc': --min-workers must be >= 1"),
+        ("port=70000", "backend 'grpc': --port must be 0 to 65535, got 70000"),
         ("job_command=python 'unclosed", "backend 'grpc': --job-command: cannot split"),
         ("heartbeat=0", "backend 'grpc': --heartbeat must be > 0"),
         ("checkpoint_every=-1", "backend 'grpc': --checkpoint-every must be > 0"),

@@ -27,10 +27,12 @@ from shock.cluster.bounds import (
     JobBounds,
     pick_cpus,
 )
+from shock.cluster.grpc_wire import launch_from_pb
 from shock.cluster.jobproc import JobProcess, event_from_message
 from shock.cluster.launch import launch_grant
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
+from shock.cluster.runtime.messages import JobEvent, JobLimits, Started
 from shock.core.executor import PlannedUnit
 from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
@@ -289,8 +291,8 @@ def test_a_bound_that_cannot_be_applied_warns_once_and_the_job_still_runs(
     keeper = BoundsKeeper(memory_headroom_gb=HEADROOM_GB, available_cpus=(4095,))
     started = threading.Semaphore(0)
 
-    def on_event(job: JobProcess, event: pb.JobEvent) -> None:
-        if event.WhichOneof("event") == "started":
+    def on_event(job: JobProcess, event: JobEvent) -> None:
+        if isinstance(event.payload, Started):
             started.release()
 
     jobs = []
@@ -299,7 +301,7 @@ def test_a_bound_that_cannot_be_applied_warns_once_and_the_job_still_runs(
             bounds = keeper.bounds_for(1.0, 0.0)
             assert bounds == JobBounds(threads=1, cpus=(4095,))
             job = JobProcess(
-                _launch(run_id, 0, tmp_path, cpus=1.0),
+                launch_from_pb(_launch(run_id, 0, tmp_path, cpus=1.0)),
                 [sys.executable, str(HERE / "fake_job.py"), "--seconds-per-step", "0.01"],
                 "cpu", tmp_path / f"job-{run_id}.log", on_event=on_event,
                 on_lease_request=lambda job, step: None, bounds=bounds,
@@ -320,9 +322,9 @@ def test_reported_limits_reach_the_started_event_and_malformed_ones_are_dropped(
     line = {"type": "started", "step": 0, "batch_size": 20, "resumed_from_step": 0}
     limits = {"threads": 2, "cpus": [0, 3], "memory_limit_bytes": None}
     event = event_from_message(line | {"limits": limits})
-    assert event is not None and event.started.HasField("limits")
-    assert (event.started.limits.threads, list(event.started.limits.cpus)) == (2, [0, 3])
-    assert event.started.limits.memory_limit_bytes == 0  # unlimited
+    assert event is not None and isinstance(event.payload, Started)
+    assert event.payload.limits == JobLimits(threads=2, cpus=(0, 3), memory_limit_bytes=0)
     for malformed in ({"threads": "2", "cpus": []}, {"threads": 2, "cpus": "0-3"}, [2]):
         event = event_from_message(line | {"limits": malformed})
-        assert event is not None and not event.started.HasField("limits")
+        assert event is not None and isinstance(event.payload, Started)
+        assert event.payload.limits is None

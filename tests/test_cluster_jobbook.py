@@ -9,28 +9,30 @@ from pathlib import Path
 import pytest
 from test_cluster_state import RESNET_32, DrivenWorker, _plan, _start_round
 
-from shock.cluster.job_service import PermissionError_, PreconditionError, RequestError
-from shock.cluster.proto import shock_cluster_pb2 as pb
-from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
+from shock.cluster.runtime.errors import PermissionError_, PreconditionError, RequestError
+from shock.cluster.runtime.job_messages import Submission
+from shock.cluster.runtime.messages import Exit, Preempt, Started
+from shock.cluster.runtime.runtime import Runtime
+from shock.cluster.runtime.state import RuntimeSettings
 from shock.core.trace import Trace
 from shock.engine.runner import RunOptions, build_request
 
 
-def _service(state_dir: Path) -> ClusterScheduler:
+def _service(state_dir: Path) -> Runtime:
     request = build_request(
         RunOptions(policy="fifo", cluster="v100=1", round_length_s=5.0), trace=Trace(())
     )
-    settings = SchedulerSettings(state_dir=state_dir, accepts_submissions=True)
-    return ClusterScheduler(request, settings)
+    settings = RuntimeSettings(state_dir=state_dir, accepts_submissions=True)
+    return Runtime(request, settings)
 
 
-def _submit(scheduler: ClusterScheduler, owner: str, steps: int = 1000) -> int:
-    request = pb.SubmitJobRequest(job_type=RESNET_32, steps=steps)
-    return scheduler.submit(owner, request).job_id
+def _submit(scheduler: Runtime, owner: str, steps: int = 1000) -> int:
+    request = Submission(job_type=RESNET_32, steps=steps)
+    return scheduler.submit(owner, request)
 
 
-def _state(scheduler: ClusterScheduler, job_id: int) -> str:
-    (status,) = scheduler.list_jobs(pb.ListJobsRequest(job_ids=[job_id])).jobs
+def _state(scheduler: Runtime, job_id: int) -> str:
+    (status,) = scheduler.list_jobs([job_id])
     return status.state
 
 
@@ -56,21 +58,21 @@ def test_a_cancelled_running_job_is_preempted_dropped_and_never_launched_again(
     scheduler.intake()
     _start_round(scheduler, _plan(job_id))
     (launch,) = worker.launched()
-    worker.report(launch.run_id, job_id, started=pb.Started(step=0))
+    worker.report(launch.run_id, job_id, Started(step=0))
     assert _state(scheduler, job_id) == "running"
 
     with pytest.raises(PermissionError_, match="belongs to alice"):
         scheduler.cancel("bob", False, job_id)
     scheduler.cancel("alice", False, job_id)
     commands = scheduler.workers[worker.worker_id].commands
-    assert [c.preempt.run_id for c in commands if c.HasField("preempt")] == [launch.run_id]
+    assert [c for c in commands if isinstance(c, Preempt)] == [Preempt(launch.run_id)]
     intake = scheduler.intake()
     assert intake is not None and intake.cancelled == (job_id,)
     assert _state(scheduler, job_id) == "cancelled"
     with pytest.raises(PreconditionError, match="cancelled already"):
         scheduler.cancel("root", True, job_id)
     # Its run ends; a plan that still names it launches nothing.
-    worker.report(launch.run_id, job_id, exit=pb.Exit(reason="preempted", step=40))
+    worker.report(launch.run_id, job_id, Exit(reason="preempted", step=40))
     _start_round(scheduler, _plan(job_id))
     assert worker.launched() == []
 
@@ -84,9 +86,9 @@ def test_a_job_that_keeps_failing_fails_alone_and_the_service_goes_on(tmp_path: 
     for _ in range(scheduler.settings.max_job_failures):
         _start_round(scheduler, _plan(job_id))
         (launch,) = worker.launched()
-        worker.report(launch.run_id, job_id, exit=pb.Exit(reason="crashed", message="boom"))
+        worker.report(launch.run_id, job_id, Exit(reason="crashed", message="boom"))
     assert scheduler._failure is None
-    (status,) = scheduler.list_jobs(pb.ListJobsRequest(job_ids=[job_id])).jobs
+    (status,) = scheduler.list_jobs([job_id])
     assert status.state == "failed" and "boom" in status.message
     intake = scheduler.intake()
     assert intake is not None and intake.cancelled == (job_id,)
@@ -111,15 +113,15 @@ def test_a_restarted_service_keeps_its_jobs_but_hands_the_engine_only_live_ones(
 def test_a_trace_run_refuses_submissions_and_bad_submissions_are_refused(tmp_path: Path) -> None:
     scheduler = _service(tmp_path / "state")
     with pytest.raises(RequestError, match="no workload for model family"):
-        scheduler.submit("alice", pb.SubmitJobRequest(job_type="Foo (batch size 2)", steps=5))
+        scheduler.submit("alice", Submission(job_type="Foo (batch size 2)", steps=5))
     with pytest.raises(RequestError, match="--steps"):
-        scheduler.submit("alice", pb.SubmitJobRequest(job_type=RESNET_32, steps=0))
+        scheduler.submit("alice", Submission(job_type=RESNET_32, steps=0))
     with pytest.raises(RequestError, match="batch size"):
-        scheduler.submit("alice", pb.SubmitJobRequest(
+        scheduler.submit("alice", Submission(
             job_type="A3C", steps=5, adaptation="accordion"
         ))  # fmt: skip
     request = build_request(RunOptions(policy="fifo", cluster="v100=1"), trace=Trace(()))
-    fixed = ClusterScheduler(request, SchedulerSettings(state_dir=tmp_path / "fixed"))
+    fixed = Runtime(request, RuntimeSettings(state_dir=tmp_path / "fixed"))
     with pytest.raises(PreconditionError, match="fixed trace"):
         _submit(fixed, "alice")
 
@@ -129,9 +131,9 @@ def test_a_jobs_status_carries_the_rates_the_scheduler_plans_with(tmp_path: Path
     scheduler = _service(tmp_path / "state")
     known = _submit(scheduler, "alice")
     unknown = scheduler.submit(
-        "bob", pb.SubmitJobRequest(job_type="ResNet-18 (batch size 48)", steps=100)
-    ).job_id
-    statuses = {s.job_id: s for s in scheduler.list_jobs(pb.ListJobsRequest()).jobs}
+        "bob", Submission(job_type="ResNet-18 (batch size 48)", steps=100)
+    )
+    statuses = {s.job_id: s for s in scheduler.list_jobs()}
     table = scheduler.request.table
     # No worker registered yet: every GPU type of the table.
     rates = dict(statuses[known].steps_per_s)

@@ -20,12 +20,14 @@ from test_cluster_state import RESNET_32, DrivenWorker, _plan, _start_round
 from shock.cluster.auth import JOBS_SERVICE_PREFIX, token_refusal
 from shock.cluster.defaults import with_default_port
 from shock.cluster.fairness import average_fair_shares, average_jobs_in_system
-from shock.cluster.job_service import RequestError
 from shock.cluster.names import placement_text
 from shock.cluster.oplog import configure_logging, log_event
-from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.round_times import RoundTimes
-from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
+from shock.cluster.runtime.errors import RequestError
+from shock.cluster.runtime.job_messages import Submission
+from shock.cluster.runtime.messages import Checkpoint, Exit, Launch, Progress, Started
+from shock.cluster.runtime.runtime import Runtime
+from shock.cluster.runtime.state import RuntimeSettings
 from shock.cluster.users import User, Users, hash_token
 from shock.core.errors import InputError
 
@@ -51,15 +53,15 @@ def _events(stream: io.StringIO) -> list[dict[str, object]]:
     return [json.loads(line) for line in stream.getvalue().splitlines()]
 
 
-def _running_job(scheduler: ClusterScheduler, owner: str = "alice", steps: int = 1000
-                 ) -> tuple[DrivenWorker, int, pb.Launch]:  # fmt: skip
+def _running_job(scheduler: Runtime, owner: str = "alice", steps: int = 1000
+                 ) -> tuple[DrivenWorker, int, Launch]:  # fmt: skip
     worker = DrivenWorker(scheduler)
     job_id = _submit(scheduler, owner, steps=steps)
     scheduler.start(scheduler.request, ())
     scheduler.intake()
     _start_round(scheduler, _plan(job_id))
     (launch,) = worker.launched()
-    worker.report(launch.run_id, job_id, started=pb.Started(step=0))
+    worker.report(launch.run_id, job_id, Started(step=0))
     return worker, job_id, launch
 
 
@@ -68,8 +70,8 @@ def test_every_event_is_one_log_line_with_its_facts(
 ) -> None:
     scheduler = _service(tmp_path / "state")
     worker, job_id, launch = _running_job(scheduler)
-    worker.report(launch.run_id, job_id, checkpoint=pb.Checkpoint(step=40, path="x"))
-    worker.report(launch.run_id, job_id, exit=pb.Exit(reason="done", step=1000))
+    worker.report(launch.run_id, job_id, Checkpoint(step=40, path="x"))
+    worker.report(launch.run_id, job_id, Exit(reason="done", step=1000))
     second = _submit(scheduler, "bob")
     scheduler.cancel("bob", False, second)
     log_event("note", "a message\nwith a newline")
@@ -115,9 +117,9 @@ def test_an_unknown_log_level_or_format_is_refused_by_name(
 def test_watch_replays_the_whole_history_with_its_times_after_a_restart(tmp_path: Path) -> None:
     scheduler = _service(tmp_path / "state")
     worker, job_id, launch = _running_job(scheduler)
-    worker.report(launch.run_id, job_id, checkpoint=pb.Checkpoint(step=300, path="x"))
+    worker.report(launch.run_id, job_id, Checkpoint(step=300, path="x"))
     _start_round(scheduler, _plan())  # the next round gives its GPU to nobody: preempted
-    worker.report(launch.run_id, job_id, exit=pb.Exit(reason="preempted", step=320))
+    worker.report(launch.run_id, job_id, Exit(reason="preempted", step=320))
     before = scheduler.journal.job_events(job_id)
     scheduler.journal.close()
 
@@ -157,13 +159,13 @@ def test_gpus_are_named_by_worker_the_same_everywhere() -> None:
     )
 
 
-def _weighted_service(state_dir: Path, weights: dict[str, float]) -> ClusterScheduler:
+def _weighted_service(state_dir: Path, weights: dict[str, float]) -> Runtime:
     scheduler = _service(state_dir)
     request = replace(scheduler.request, config=replace(
         scheduler.request.config, entity_weights=weights
     ))  # fmt: skip
     scheduler.journal.close()
-    return ClusterScheduler(request, SchedulerSettings(state_dir=state_dir,
+    return Runtime(request, RuntimeSettings(state_dir=state_dir,
                                                        accepts_submissions=True))  # fmt: skip
 
 
@@ -197,18 +199,18 @@ def test_fair_shares_are_averaged_over_the_time_users_had_work() -> None:
 def test_rho_is_fixed_when_the_job_finishes(tmp_path: Path) -> None:
     scheduler = _service(tmp_path / "state")
     worker, job_id, launch = _running_job(scheduler, steps=100)
-    worker.report(launch.run_id, job_id, progress=pb.Progress(step=50, steps_per_s=5.0))
-    worker.report(launch.run_id, job_id, exit=pb.Exit(reason="done", step=100))
-    (done,) = scheduler.list_jobs(pb.ListJobsRequest(job_ids=[job_id])).jobs
+    worker.report(launch.run_id, job_id, Progress(step=50, steps_per_s=5.0))
+    worker.report(launch.run_id, job_id, Exit(reason="done", step=100))
+    (done,) = scheduler.list_jobs([job_id])
     assert done.state == "done" and done.rho > 0
     # Later measurements change the estimates; the finished job's ρ stays.
     for _ in range(5):
         scheduler.estimates.observe(RESNET_32, 1, "v100", 1000.0)
     time.sleep(0.01)
-    (later,) = scheduler.list_jobs(pb.ListJobsRequest(job_ids=[job_id])).jobs
+    (later,) = scheduler.list_jobs([job_id])
     assert later.rho == done.rho
     scheduler.journal.close()
-    (restarted,) = _service(tmp_path / "state").list_jobs(pb.ListJobsRequest(job_ids=[job_id])).jobs
+    (restarted,) = _service(tmp_path / "state").list_jobs([job_id])
     assert restarted.rho == done.rho
 
 
@@ -218,13 +220,13 @@ def test_a_batch_size_outside_the_throughput_table_runs_with_estimated_rates(
     # Checked like any built-in job type (the harness must run it), but not refused: the
     # policies plan with the estimator's rates until the job reports its own.
     scheduler = _service(tmp_path / "state")
-    reply = scheduler.submit("alice", pb.SubmitJobRequest(
+    job_id = scheduler.submit("alice", Submission(
         job_type="ResNet-18 (batch size 33)", steps=10
     ))  # fmt: skip
-    (status,) = scheduler.list_jobs(pb.ListJobsRequest(job_ids=[reply.job_id])).jobs
+    (status,) = scheduler.list_jobs([job_id])
     assert status.steps_per_s and all(rate > 0 for rate in status.steps_per_s.values())
     with pytest.raises(RequestError, match="ResNet-18"):
-        scheduler.submit("alice", pb.SubmitJobRequest(job_type="ResNet-19 (batch size 32)",
+        scheduler.submit("alice", Submission(job_type="ResNet-19 (batch size 32)",
                                                       steps=10))  # fmt: skip
 
 

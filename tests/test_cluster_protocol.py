@@ -19,7 +19,9 @@ from shock.cluster.journal import Journal
 from shock.cluster.proto import generate
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
-from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
+from shock.cluster.runtime.messages import Exit, Progress, Started
+from shock.cluster.runtime.runtime import Runtime
+from shock.cluster.runtime.state import RuntimeSettings
 from shock.cluster.service import ServerAddress, start_server
 from shock.core.errors import ShockError
 from shock.core.model import JobSpec
@@ -40,11 +42,11 @@ def test_checked_in_stubs_match_the_proto(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[tuple[ClusterScheduler, str]]:
+def service(tmp_path: Path) -> Iterator[tuple[Runtime, str]]:
     trace = write_trace(tmp_path / "one.trace", SIX_JOBS[:1])
     request = build_request(RunOptions(trace=str(trace), cluster="v100=1"))
-    scheduler = ClusterScheduler(
-        request, SchedulerSettings(state_dir=tmp_path / "state", heartbeat_s=0.2)
+    scheduler = Runtime(
+        request, RuntimeSettings(state_dir=tmp_path / "state", heartbeat_s=0.2)
     )
     server, port = start_server(scheduler, ServerAddress(port=0), TOKEN)
     try:
@@ -60,7 +62,7 @@ def _register(stub: pb_grpc.SchedulerStub, token: str = TOKEN) -> pb.RegisterRep
     return reply
 
 
-def test_a_peer_with_a_bad_token_is_refused(service: tuple[ClusterScheduler, str]) -> None:
+def test_a_peer_with_a_bad_token_is_refused(service: tuple[Runtime, str]) -> None:
     scheduler, address = service
     with open_channel(address) as channel:
         stub = pb_grpc.SchedulerStub(channel)
@@ -75,7 +77,7 @@ def test_a_peer_with_a_bad_token_is_refused(service: tuple[ClusterScheduler, str
 
 
 def test_a_worker_with_a_bad_token_exits_with_a_clear_error(
-    service: tuple[ClusterScheduler, str], tmp_path: Path
+    service: tuple[Runtime, str], tmp_path: Path
 ) -> None:
     _, address = service
     completed = subprocess.run(
@@ -89,7 +91,7 @@ def test_a_worker_with_a_bad_token_exits_with_a_clear_error(
 
 
 def test_malformed_requests_get_error_replies_and_the_service_keeps_serving(
-    service: tuple[ClusterScheduler, str],
+    service: tuple[Runtime, str],
 ) -> None:
     _, address = service
     metadata = token_metadata(TOKEN)
@@ -139,7 +141,7 @@ def test_tls_with_a_token(tmp_path: Path) -> None:
     )  # fmt: skip
     trace = write_trace(tmp_path / "one.trace", SIX_JOBS[:1])
     request = build_request(RunOptions(trace=str(trace), cluster="v100=1"))
-    scheduler = ClusterScheduler(request, SchedulerSettings(state_dir=tmp_path / "state"))
+    scheduler = Runtime(request, RuntimeSettings(state_dir=tmp_path / "state"))
     server, port = start_server(scheduler, ServerAddress(port=0), TOKEN, TlsFiles(cert, key))
     try:
         with open_channel(f"localhost:{port}", TlsFiles(ca=cert)) as channel:
@@ -168,20 +170,20 @@ def test_job_lines_become_protocol_events() -> None:
     started = event_from_message(
         {"type": "started", "job_id": 7, "step": 40, "batch_size": 32, "resumed_from_step": 40}
     )
-    assert started is not None and started.started.resumed_from_step == 40
+    assert started is not None and started.payload == Started(40, 32, 40)
     progress = event_from_message({"type": "progress", "step": 5, "steps_per_s": "fast"})
-    assert progress is not None and progress.progress.steps_per_s == 0.0  # bad field: ignored
+    assert progress is not None and progress.payload == Progress(step=5)  # bad field: ignored
     for line in ('{"type": "progress", "step": 5, "steps_per_s": Infinity}',
                  '{"type": "progress", "step": 5, "steps_per_s": NaN}'):  # fmt: skip
         message = parse_job_line(line)
         assert message is not None
         event = event_from_message(message)
-        assert event is not None and event.progress.steps_per_s == 0.0  # no rate: ignored
+        assert event is not None and event.payload == Progress(step=5)  # no rate: ignored
     rescaled = event_from_message({"type": "progress", "step": 5, "batch_size": 64,
                                    "target_steps": 90})  # fmt: skip
-    assert rescaled is not None and rescaled.progress.target_steps == 90
+    assert rescaled is not None and rescaled.payload == Progress(5, 0.0, 64, 0.0, 90)
     error = event_from_message({"type": "error", "message": "boom"})
-    assert error is not None and error.exit.reason == "error" and error.exit.message == "boom"
+    assert error is not None and error.payload == Exit(reason="error", message="boom")
     assert event_from_message({"type": "lease_request", "step": 3}) is None
 
 
@@ -211,8 +213,8 @@ def test_a_scripted_worker_runs_a_job_through_the_protocol(tmp_path: Path) -> No
     resent events applied once, completion, shutdown."""
     trace = write_trace(tmp_path / "one.trace", [("LM (batch size 32)", 10)])
     request = build_request(RunOptions(trace=str(trace), cluster="v100=1", round_length_s=5.0))
-    settings = SchedulerSettings(state_dir=tmp_path / "state", heartbeat_s=0.2, run_timeout_s=60)
-    scheduler = ClusterScheduler(request, settings)
+    settings = RuntimeSettings(state_dir=tmp_path / "state", heartbeat_s=0.2, run_timeout_s=60)
+    scheduler = Runtime(request, settings)
     server, port = start_server(scheduler, ServerAddress(port=0), TOKEN)
     results: list[object] = []
     stop = threading.Event()

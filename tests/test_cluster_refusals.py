@@ -19,7 +19,8 @@ from test_cluster_state import DrivenWorker
 
 from shock.cli.cluster_commands import REFUSED_EXIT_STATUS, WEIGHTED_POLICY, _policy_for
 from shock.cluster.oplog import configure_logging
-from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
+from shock.cluster.runtime.runtime import Runtime
+from shock.cluster.runtime.state import RuntimeSettings
 from shock.cluster.service import ServerAddress, start_server
 from shock.cluster.users import User, Users, hash_token
 from shock.engine.runner import DEFAULT_POLICY, RunOptions, build_request
@@ -30,11 +31,11 @@ USERS = Users((User("alice", 2.0, hash_token("alice-token")),
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[tuple[ClusterScheduler, str]]:
+def service(tmp_path: Path) -> Iterator[tuple[Runtime, str]]:
     """A scheduler serving gRPC in this process, with one 1-GPU v100 worker registered."""
     trace = write_trace(tmp_path / "one.trace", SIX_JOBS[:1])
     request = build_request(RunOptions(trace=str(trace), cluster="v100=1"))
-    scheduler = ClusterScheduler(request, SchedulerSettings(state_dir=tmp_path / "state"))
+    scheduler = Runtime(request, RuntimeSettings(state_dir=tmp_path / "state"))
     DrivenWorker(scheduler)
     server, port = start_server(scheduler, ServerAddress(port=0), TOKEN, users=USERS)
     try:
@@ -45,7 +46,7 @@ def service(tmp_path: Path) -> Iterator[tuple[ClusterScheduler, str]]:
 
 
 def test_a_worker_the_scheduler_refuses_exits_at_once_saying_why(
-    service: tuple[ClusterScheduler, str], tmp_path: Path
+    service: tuple[Runtime, str], tmp_path: Path
 ) -> None:
     _, address = service
     # Its timeout is longer than the test waits: only a refusal ends it in time.
@@ -62,7 +63,7 @@ def test_a_worker_the_scheduler_refuses_exits_at_once_saying_why(
 
 
 def test_users_are_told_which_token_case_they_are_in(
-    service: tuple[ClusterScheduler, str], tmp_path: Path
+    service: tuple[Runtime, str], tmp_path: Path
 ) -> None:
     _, address = service
 

@@ -12,8 +12,18 @@ from pathlib import Path
 from cluster_procs import write_trace
 
 from shock.cluster.journal import Journal
-from shock.cluster.proto import shock_cluster_pb2 as pb
-from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
+from shock.cluster.runtime.messages import (
+    EventPayload,
+    Exit,
+    JobEvent,
+    Launch,
+    Progress,
+    SetBatchSize,
+    Started,
+    WorkerHello,
+)
+from shock.cluster.runtime.runtime import Runtime
+from shock.cluster.runtime.state import RuntimeSettings
 from shock.core.executor import (
     BatchSizeChange,
     BatchSizeOrder,
@@ -33,36 +43,33 @@ class DrivenWorker:
     """Plays one worker against a scheduler: registration and job events with sequence
     numbers; rounds are started and ended by the test."""
 
-    def __init__(self, scheduler: ClusterScheduler, worker_id: str = "", **offers: float) -> None:
+    def __init__(self, scheduler: Runtime, worker_id: str = "", **offers: float) -> None:
         self.scheduler = scheduler
-        reply = scheduler.register(pb.RegisterRequest(
-            worker_id=worker_id, gpu_type="v100", devices=[pb.Device(index=0, name="cpu")],
-            **offers,
+        welcome = scheduler.register(WorkerHello(
+            worker_id=worker_id, hostname="", gpu_type="v100", gpus=1, **offers,
         ))  # fmt: skip
-        self.worker_id = reply.worker_id
+        self.worker_id = welcome.worker_id
         acked = scheduler.workers[self.worker_id].acked_seq
         self._seq = itertools.count(acked + 1)
 
-    def report(self, run_id: int, job_id: int, **event: object) -> None:
-        message = pb.JobEvent(seq=next(self._seq), run_id=run_id, job_id=job_id, **event)
-        self.scheduler.report_events(
-            pb.ReportEventsRequest(worker_id=self.worker_id, events=[message])
-        )
+    def report(self, run_id: int, job_id: int, payload: EventPayload) -> None:
+        message = JobEvent(payload, next(self._seq), run_id, job_id)
+        self.scheduler.report_events(self.worker_id, [message])
 
-    def launched(self) -> list[pb.Launch]:
+    def launched(self) -> list[Launch]:
         slot = self.scheduler.workers[self.worker_id]
         commands, slot.commands = slot.commands, []
-        return [c.launch for c in commands if c.WhichOneof("command") == "launch"]
+        return [c for c in commands if isinstance(c, Launch)]
 
 
 def _scheduler(
     tmp_path: Path, jobs: list[tuple[str, int]], policy: str = "max_min_fairness"
-) -> ClusterScheduler:
+) -> Runtime:
     trace = write_trace(tmp_path / "jobs.trace", jobs)
     request = build_request(
         RunOptions(policy=policy, trace=str(trace), cluster="v100=1", round_length_s=5.0)
     )
-    return ClusterScheduler(request, SchedulerSettings(state_dir=tmp_path / "state"))
+    return Runtime(request, RuntimeSettings(state_dir=tmp_path / "state"))
 
 
 def _plan(*job_ids: int, job_type: str = RESNET_32) -> RoundPlan:
@@ -74,15 +81,15 @@ def _plan(*job_ids: int, job_type: str = RESNET_32) -> RoundPlan:
     return RoundPlan(1, 0.0, 5.0, units)
 
 
-def _start_round(scheduler: ClusterScheduler, plan: RoundPlan) -> None:
+def _start_round(scheduler: Runtime, plan: RoundPlan) -> None:
     now = time.time()
-    with scheduler._lock:
+    with scheduler.lock:
         scheduler._begin_round(plan, now)
         scheduler._dispatch(now)
 
 
-def _report(scheduler: ClusterScheduler) -> RoundReport:
-    with scheduler._lock:
+def _report(scheduler: Runtime) -> RoundReport:
+    with scheduler.lock:
         return scheduler._report(time.time())
 
 
@@ -93,15 +100,15 @@ def test_a_batch_size_change_rekeys_the_jobs_throughput(tmp_path: Path) -> None:
     _start_round(scheduler, _plan(0))
     (launch,) = worker.launched()
     assert launch.job_type == RESNET_32
-    worker.report(launch.run_id, 0, started=pb.Started(step=0, batch_size=32))
-    worker.report(launch.run_id, 0, progress=pb.Progress(
+    worker.report(launch.run_id, 0, Started(step=0, batch_size=32))
+    worker.report(launch.run_id, 0, Progress(
         step=100, steps_per_s=40.0, batch_size=32, target_steps=1000
     ))  # fmt: skip
     # The batch size doubled at step 100: 900 steps of 32 samples left = 450 of 64.
-    worker.report(launch.run_id, 0, progress=pb.Progress(
+    worker.report(launch.run_id, 0, Progress(
         step=101, steps_per_s=0.0, batch_size=64, target_steps=551
     ))  # fmt: skip
-    worker.report(launch.run_id, 0, progress=pb.Progress(
+    worker.report(launch.run_id, 0, Progress(
         step=120, steps_per_s=22.0, batch_size=64, target_steps=551
     ))  # fmt: skip
     report = _report(scheduler)
@@ -124,7 +131,7 @@ def test_a_batch_size_change_rekeys_the_jobs_throughput(tmp_path: Path) -> None:
     assert (again.rates, again.batch_size_changes) == ((), ())
     # The job completes at the rescaled target, not the trace's 1000 steps.
     _start_round(scheduler, _plan(0))
-    worker.report(launch.run_id, 0, exit=pb.Exit(reason="done", step=551, target_steps=551))
+    worker.report(launch.run_id, 0, Exit(reason="done", step=551, target_steps=551))
     assert scheduler.jobs[0].completed_at is not None
     final = _report(scheduler)
     assert final.units[0].steps == (551 - 120,)
@@ -144,8 +151,8 @@ def test_the_engine_state_and_credited_progress_survive_a_restart(tmp_path: Path
     first.start(first.request, first.request.trace.jobs)
     _start_round(first, _plan(1))
     (launch,) = worker.launched()
-    worker.report(launch.run_id, 1, started=pb.Started(step=0))
-    worker.report(launch.run_id, 1, exit=pb.Exit(reason="preempted", step=70))
+    worker.report(launch.run_id, 1, Started(step=0))
+    worker.report(launch.run_id, 1, Exit(reason="preempted", step=70))
     report = _report(first)
     assert report.units[0].steps == (70.0,)
     state = {"version": 1, "rounds": 1, "anything": [1, 2.5, None]}
@@ -172,12 +179,12 @@ def test_the_engines_batch_size_orders_reach_running_jobs(tmp_path: Path) -> Non
     scheduler.start(scheduler.request, scheduler.request.trace.jobs)
     _start_round(scheduler, _plan(0))
     (launch,) = worker.launched()
-    worker.report(launch.run_id, 0, started=pb.Started(step=0, batch_size=32))
+    worker.report(launch.run_id, 0, Started(step=0, batch_size=32))
     _report(scheduler)
     _start_round(scheduler, replace(_plan(0), batch_size_orders=(BatchSizeOrder(0, 64),)))
     slot = scheduler.workers[worker.worker_id]
-    orders = [c.batch_size for c in slot.commands if c.WhichOneof("command") == "batch_size"]
-    assert [(o.run_id, o.batch_size) for o in orders] == [(launch.run_id, 64)]
+    orders = [c for c in slot.commands if isinstance(c, SetBatchSize)]
+    assert orders == [SetBatchSize(launch.run_id, 64)]
     scheduler.journal.close()
 
 
@@ -217,7 +224,7 @@ def test_a_job_type_named_without_a_batch_size_keeps_its_type(tmp_path: Path) ->
     scheduler.start(scheduler.request, scheduler.request.trace.jobs)
     _start_round(scheduler, _plan(0, job_type="A3C"))
     (launch,) = worker.launched()
-    worker.report(launch.run_id, 0, progress=pb.Progress(
+    worker.report(launch.run_id, 0, Progress(
         step=10, steps_per_s=5.0, batch_size=4, target_steps=1000
     ))  # fmt: skip
     assert scheduler.jobs[0].job_type == "A3C"

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from shock.cluster.journal import Journal
-from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.timeline import (
     RunTiming,
     average_rates,
@@ -94,14 +93,15 @@ def test_a_warm_process_runs_the_launch_it_is_given(tmp_path: Path) -> None:
     """A spare started ahead of time becomes the job named in its launch line: it trains,
     checkpoints and exits with the contract's messages, its stderr in the run's log."""
     from shock.cluster.jobproc import job_arguments
+    from shock.cluster.runtime.messages import Launch
 
     pool = WarmPool(1, tmp_path / "warm.log", env={"OMP_NUM_THREADS": "1", "PATH": ""})
     pool.fill()
     process = pool.take()
     assert process is not None and pool.take() is None
-    launch = pb.Launch(
+    launch = Launch(
         run_id=1, job_id=0, job_type=LM, target_steps=3, checkpoint_dir=str(tmp_path / "ck"),
-        gpus=[0], seed=0, adaptation="static",
+        gpus=(0,), lease_s=0.0, seed=0, adaptation="static",
     )  # fmt: skip
     line = {"argv": job_arguments(launch, "cpu", None), "stderr": str(tmp_path / "job.log")}
     out, _ = process.communicate((json.dumps(line) + "\n").encode(), timeout=120)

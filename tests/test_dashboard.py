@@ -21,8 +21,8 @@ from test_cluster_state import DrivenWorker, _plan, _start_round
 from shock.cluster.dashboard import snapshot as snapshot_module
 from shock.cluster.dashboard.app import Dashboard, DashboardServer, start_dashboard
 from shock.cluster.dashboard.snapshot import Timeline, take_snapshot
-from shock.cluster.proto import shock_cluster_pb2 as pb
-from shock.cluster.scheduler import ClusterScheduler
+from shock.cluster.runtime.messages import Progress, Started
+from shock.cluster.runtime.runtime import Runtime
 from shock.cluster.users import User, Users, hash_token
 
 TOKENS = {"alice": "alice-token", "bob": "bob-token", "root": "root-token"}
@@ -33,7 +33,7 @@ USERS = Users((
 ))  # fmt: skip
 
 
-def _running(scheduler: ClusterScheduler) -> tuple[int, int]:
+def _running(scheduler: Runtime) -> tuple[int, int]:
     """alice's job runs on the one GPU, bob's waits: (alice's job, bob's job)."""
     worker = DrivenWorker(scheduler)
     alices, bobs = _submit(scheduler, "alice", steps=1000), _submit(scheduler, "bob")
@@ -41,8 +41,8 @@ def _running(scheduler: ClusterScheduler) -> tuple[int, int]:
     scheduler.intake()
     _start_round(scheduler, _plan(alices, bobs))
     (launch,) = worker.launched()
-    worker.report(launch.run_id, alices, started=pb.Started(step=0))
-    worker.report(launch.run_id, alices, progress=pb.Progress(step=250))
+    worker.report(launch.run_id, alices, Started(step=0))
+    worker.report(launch.run_id, alices, Progress(step=250))
     return alices, bobs
 
 
@@ -90,7 +90,7 @@ def test_the_timeline_keeps_only_its_newest_samples(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[ClusterScheduler, DashboardServer]]:
+def served(tmp_path: Path) -> Iterator[tuple[Runtime, DashboardServer]]:
     scheduler = _service(tmp_path / "state")
     server = start_dashboard(Dashboard(scheduler, USERS), "127.0.0.1", 0)
     try:
@@ -104,7 +104,7 @@ def _client(server: DashboardServer) -> httpx.Client:
 
 
 def test_the_page_its_assets_and_the_json_endpoints_are_served(
-    served: tuple[ClusterScheduler, DashboardServer],
+    served: tuple[Runtime, DashboardServer],
 ) -> None:
     scheduler, server = served
     alices, _ = _running(scheduler)
@@ -120,7 +120,7 @@ def test_the_page_its_assets_and_the_json_endpoints_are_served(
 
 
 def test_metrics_are_served_in_prometheus_text_format_without_a_token(
-    served: tuple[ClusterScheduler, DashboardServer],
+    served: tuple[Runtime, DashboardServer],
 ) -> None:
     from prometheus_client import parser
     scheduler, server = served
@@ -149,7 +149,7 @@ def test_metrics_are_served_in_prometheus_text_format_without_a_token(
 
 
 def test_reading_needs_no_token_but_cancelling_does(
-    served: tuple[ClusterScheduler, DashboardServer],
+    served: tuple[Runtime, DashboardServer],
 ) -> None:
     scheduler, server = served
     alices, _ = _running(scheduler)
@@ -164,7 +164,7 @@ def test_reading_needs_no_token_but_cancelling_does(
 
 
 def test_a_user_cancels_their_own_job_but_not_anothers_and_an_admin_any(
-    served: tuple[ClusterScheduler, DashboardServer],
+    served: tuple[Runtime, DashboardServer],
 ) -> None:
     scheduler, server = served
     alices, bobs = _running(scheduler)
@@ -187,7 +187,7 @@ def test_a_user_cancels_their_own_job_but_not_anothers_and_an_admin_any(
 
 
 def test_a_token_in_the_url_or_a_cookie_logs_nobody_in(
-    served: tuple[ClusterScheduler, DashboardServer],
+    served: tuple[Runtime, DashboardServer],
 ) -> None:
     scheduler, server = served
     alices, _ = _running(scheduler)
@@ -199,7 +199,7 @@ def test_a_token_in_the_url_or_a_cookie_logs_nobody_in(
 
 
 def test_requests_naming_another_host_are_refused(
-    served: tuple[ClusterScheduler, DashboardServer],
+    served: tuple[Runtime, DashboardServer],
 ) -> None:
     _, server = served
     with _client(server) as client:

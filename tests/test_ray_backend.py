@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_procs import SHOCK, query, wait_for, write_trace
+from cluster_procs import HERE, SHOCK, query, wait_for, write_trace
 from ray_exclusive import ray_to_ourselves
 
 from shock.cluster.ray_nodes import parse_local_gpus, workers_of_nodes
@@ -26,6 +26,12 @@ from shock.plugins.backends.ray_backend import RayOptions, import_ray
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(
     not HAS_RAY, reason="ray is not installed (pip install 'shock[ray]')"
+)
+# The Ray driver needs only the ray extra; the training jobs its actors run need PyTorch
+# (tox -e ray-driver runs this module without it: those tests skip there).
+needs_torch = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None,
+    reason="the training jobs need PyTorch on the workers (pip install 'shock[cluster]')",
 )
 
 # Three job families, five jobs on four GPUs: jobs take turns (preempted and resumed), and
@@ -78,6 +84,7 @@ def shock_run(args: list[str], timeout_s: float = 240) -> subprocess.CompletedPr
 
 @pytest.mark.slow
 @needs_ray
+@needs_torch
 def test_three_job_families_complete_on_a_local_ray_instance(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "three.trace", THREE_FAMILIES)
     state_dir, json_path = tmp_path / "state", tmp_path / "result.json"
@@ -136,6 +143,7 @@ NODE_LOSS_JOBS = [
 
 @pytest.mark.slow
 @needs_ray
+@needs_torch
 def test_a_dead_node_s_jobs_resume_from_their_checkpoints_elsewhere(tmp_path: Path) -> None:
     from ray.cluster_utils import Cluster
 
@@ -204,6 +212,52 @@ def test_a_dead_node_s_jobs_resume_from_their_checkpoints_elsewhere(tmp_path: Pa
     # The job the test saw checkpointed on the victim resumed from a checkpoint, not step 0.
     victim_runs = runs[int(str(victim_job))]
     assert any(run[2] is not None and int(str(run[2])) > 0 for run in victim_runs[1:]), runs
+
+
+# Two jobs on one GPU, short enough to take turns in 5 s rounds; the stand-in job speaks the
+# job contract without PyTorch.
+DRIVER_JOBS = [("LM (batch size 32)", 150), ("ResNet-18 (batch size 32)", 100)]
+
+
+@pytest.mark.slow
+@needs_ray
+def test_the_driver_schedules_without_grpc_protobuf_or_torch(tmp_path: Path) -> None:
+    """`shock run --backend ray` with grpc, torch and shock's protobuf stubs refused to the
+    driver process before shock is imported (tests/blocked_driver.py), protobuf to shock's
+    own modules: the run completes, and nothing of them was asked for or is held."""
+    trace = write_trace(tmp_path / "two.trace", DRIVER_JOBS)
+    state_dir, json_path, report = tmp_path / "state", tmp_path / "r.json", tmp_path / "b.json"
+    completed = subprocess.run(
+        [sys.executable, str(HERE / "blocked_driver.py"), str(report), "run",
+         "--backend", "ray", "--ray-address", "local", "--local-gpus", "v100=1",
+         "--trace", str(trace), "--round-length", "5", "--state-dir", str(state_dir),
+         "--checkpoint-every", "1", "--job-command", f"{sys.executable} {HERE / 'fake_job.py'}",
+         "--json", str(json_path), "--quiet"],
+        capture_output=True, text=True, timeout=240, start_new_session=True,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    blocked = json.loads(report.read_text())
+    assert blocked == {"refused": [], "loaded": [], "held": []}
+    document = json.loads(json_path.read_text())
+    assert document["backend"] == "ray" and document["unfinished_jobs"] == 0
+    assert_every_job_done_once(state_dir, DRIVER_JOBS)
+
+
+def test_the_blocker_refuses_what_it_names(tmp_path: Path) -> None:
+    """The driver's blocker is not vacuous: an import of shock's protobuf stubs fails."""
+    report = tmp_path / "b.json"
+    code = (
+        f"import sys; sys.argv = ['blocked_driver', {str(report)!r}, 'plugins']; "
+        f"sys.path.insert(0, {str(HERE)!r}); import blocked_driver, runpy; "
+        "runpy.run_module = lambda *a, **k: __import__('shock.cluster.service'); "
+        "blocked_driver.main()"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode != 0
+    refused = json.loads(report.read_text())["refused"]
+    assert refused and refused[0]["module"] in ("grpc", "shock.cluster.proto")
 
 
 def test_local_gpus_parse_and_refuse_bad_input() -> None:

@@ -18,7 +18,7 @@ import torch
 from cluster_procs import free_port
 
 from shock.cluster.jobproc import job_arguments
-from shock.cluster.proto import shock_cluster_pb2 as pb
+from shock.cluster.runtime.messages import Launch
 from shock.workloads.checkpoint import load_latest_checkpoint
 from shock.workloads.gang import Rendezvous, shard_bounds
 from shock.workloads.harness import JobConfig
@@ -63,15 +63,16 @@ def test_a_gang_trains_static() -> None:
 
 
 def test_launch_rendezvous_fields_reach_the_job_arguments() -> None:
-    launch = pb.Launch(
+    launch = Launch(
         run_id=7, job_id=3, job_type=JOB_TYPE, target_steps=10, checkpoint_dir="ck",
-        gpus=[1], rank=1, world_size=2, local_rank=0, master_addr="10.0.0.5",
+        gpus=(1,), lease_s=0.0, rank=1, world_size=2, local_rank=0, master_addr="10.0.0.5",
         master_port=24680,
     )  # fmt: skip
     args = build_parser().parse_args(job_arguments(launch, "cpu", None))
     assert (args.rank, args.world_size, args.local_rank) == (1, 2, 0)
     assert (args.master_addr, args.master_port) == ("10.0.0.5", 24680)
-    single = pb.Launch(job_id=3, job_type=JOB_TYPE, target_steps=10, checkpoint_dir="ck")
+    single = Launch(run_id=8, job_id=3, job_type=JOB_TYPE, target_steps=10, checkpoint_dir="ck",
+                    gpus=(0,), lease_s=0.0)  # fmt: skip
     alone = build_parser().parse_args(job_arguments(single, "cpu", None))
     assert alone.world_size == 1 and alone.master_addr == ""
 

@@ -6,6 +6,7 @@ import logging
 import shlex
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
@@ -27,14 +28,12 @@ from shock.cluster.oplog import configure_logging, log_event
 from shock.core.errors import InputError, ShockError
 from shock.core.plugins import default_registry
 from shock.engine.runner import DEFAULT_POLICY, RunOptions, build_request
-from shock.plugins.backends.grpc import GrpcOptions
+from shock.plugins.backends.grpc import Endpoint, GrpcBackend, GrpcOptions, ServeMode
 
 if TYPE_CHECKING:
-    import grpc
-
     from shock.cluster.auth import TlsFiles
     from shock.cluster.dashboard.app import DashboardServer
-    from shock.cluster.scheduler import ClusterScheduler
+    from shock.cluster.runtime.runtime import Runtime
     from shock.cluster.users import Users
 
 TOKEN_FILE = "token"
@@ -167,12 +166,12 @@ def serve_command(
     log_format: LogFormat = "text",
 ) -> None:
     """Run the scheduler service: workers register with it, users submit jobs to it (or it
-    runs a --trace). Restarting it with the same --state-dir resumes every job."""
+    runs a --trace). Restarting it with the same --state-dir resumes every job.
+
+    It is the grpc backend with no local workers: its options are that backend's."""
     _require_cluster_extra()
     from shock.cluster.auth import new_token
-    from shock.cluster.job_service import ServiceStopped
-    from shock.cluster.scheduler import ClusterScheduler, SchedulerSettings
-    from shock.cluster.service import ServerAddress, start_server
+    from shock.cluster.runtime.errors import ServiceStopped
     from shock.cluster.users import load_users, single_admin
     from shock.core.trace import Trace
 
@@ -183,6 +182,8 @@ def serve_command(
     service = trace is None and not resuming
     user_table = load_users(users) if users is not None else None
     policy = _policy_for(policy, user_table)
+    if dashboard is not None and not 0 <= dashboard <= 65535:
+        raise InputError(f"must be a port, 0 to 65535, got {dashboard}", field="--dashboard")
     state_dir.mkdir(parents=True, exist_ok=True)
     if token is None:
         token_path = state_dir / TOKEN_FILE
@@ -191,11 +192,17 @@ def serve_command(
             token_path.write_text(new_token() + "\n")
         token = token_path.read_text().strip()
         console.print(f"token: {token_path} (give it to workers as ${TOKEN_ENV})")
+    try:
+        backend_options = GrpcOptions(
+            local_workers=0, state_dir=state_dir, heartbeat=heartbeat, dead_after=dead_after,
+            min_workers=min_workers, host=host, port=port,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     options = RunOptions(
         policy=policy,
         backend="grpc",
-        # The scheduler's cluster is whatever workers register; one GPU only satisfies checks.
-        backend_options=GrpcOptions(local_workers=1, gpus_per_worker=1),
+        backend_options=backend_options,
         trace=str(trace) if trace else None,
         throughputs=str(throughputs) if throughputs else None,
         solver=solver,
@@ -214,38 +221,32 @@ def serve_command(
         request = replace(request, config=replace(
             request.config, entity_weights=user_table.weights()
         ))  # fmt: skip
-    settings = SchedulerSettings(
-        state_dir=state_dir, heartbeat_s=heartbeat, dead_after_s=dead_after,
-        min_workers=min_workers, accepts_submissions=service,
-    )  # fmt: skip
-    if dashboard is not None and not 0 <= dashboard <= 65535:
-        raise InputError(f"must be a port, 0 to 65535, got {dashboard}", field="--dashboard")
-    scheduler = ClusterScheduler(request, settings)
     people = user_table or single_admin(token)
-    server, bound = start_server(
-        scheduler, ServerAddress(host, port), token, _tls(tls_cert, tls_key, tls_ca),
-        users=people,
-    )  # fmt: skip
-    web = None
-    if dashboard is not None:
-        web = _start_dashboard(scheduler, people, dashboard_host, dashboard, server)
-    mode = "service: submit jobs with `shock submit`" if scheduler.accepts_submissions else "trace"
-    console.print(f"shock scheduler listening on {host}:{bound} ({mode})", highlight=False)
-    if web is not None:
-        console.print(f"dashboard: {web.url}", highlight=False)
+    accepts = service
+
+    def listening(scheduler: Runtime, bound: int) -> Callable[[], None] | None:
+        nonlocal accepts
+        accepts = scheduler.accepts_submissions  # a resumed service stays one
+        web = None
+        if dashboard is not None:
+            web = _start_dashboard(scheduler, people, dashboard_host, dashboard)
+        mode = "service: submit jobs with `shock submit`" if accepts else "trace"
+        console.print(f"shock scheduler listening on {host}:{bound} ({mode})", highlight=False)
+        if web is not None:
+            console.print(f"dashboard: {web.url}", highlight=False)
+        _stop_on_sigterm(stop, interrupt_too=accepts)
+        return None if web is None else web.stop
+
     stop = threading.Event()
-    _stop_on_sigterm(stop, interrupt_too=scheduler.accepts_submissions)
+    serve_mode = ServeMode(
+        Endpoint(token, _tls(tls_cert, tls_key, tls_ca), people), service, stop, listening
+    )
     try:
-        result = scheduler.run(stop)
+        result = GrpcBackend().serve(request, serve_mode)
     except ServiceStopped:
         console.print("stopped")
         return
-    finally:
-        if web is not None:
-            web.stop()
-        server.stop(grace=1.0).wait(timeout=5)
-        scheduler.journal.close()
-    if scheduler.accepts_submissions:
+    if accepts:
         console.print(f"stopped; the journal in {state_dir} keeps every job")
         if not result.records:
             return
@@ -256,20 +257,13 @@ def serve_command(
         console.print(f"results written to {json_path}")
 
 
-def _start_dashboard(
-    scheduler: ClusterScheduler, people: Users, host: str, port: int, server: grpc.Server
-) -> DashboardServer:
+def _start_dashboard(scheduler: Runtime, people: Users, host: str, port: int) -> DashboardServer:
     try:
         from shock.cluster.dashboard.app import Dashboard, start_dashboard
     except ImportError:
-        server.stop(grace=0)
         raise ShockError("--dashboard needs the cluster extra: pip install 'shock[cluster]'"
                          ) from None  # fmt: skip
-    try:
-        return start_dashboard(Dashboard(scheduler, people), host, port)
-    except ShockError:
-        server.stop(grace=0)
-        raise
+    return start_dashboard(Dashboard(scheduler, people), host, port)
 
 
 def worker_command(

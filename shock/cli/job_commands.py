@@ -26,7 +26,8 @@ from shock.core.errors import InputError
 
 if TYPE_CHECKING:
     from shock.cluster.client import JobsClient
-    from shock.cluster.proto import shock_cluster_pb2 as pb
+    from shock.cluster.fairness import UserShare, WindowShare
+    from shock.cluster.runtime.job_messages import JobStatus
 
 TokenOption = Annotated[
     str | None,
@@ -97,7 +98,7 @@ def submit_command(
 ) -> None:
     """Submit a job, your own command (shock submit [OPTIONS] -- COMMAND ARGS...) or a
     built-in family's (--job-type); prints its id alone on the last line."""
-    from shock.cluster.proto import shock_cluster_pb2 as pb
+    from shock.cluster.runtime.job_messages import Submission
 
     # 0 is refused like a negative value (the protocol reads 0 as "the default").
     if steps is not None and steps < 1:
@@ -122,17 +123,18 @@ def submit_command(
         if not equals or not key:
             raise InputError(f"expected NAME=VALUE, got {entry!r}", field="--env")
         variables[key] = value
-    request = pb.SubmitJobRequest(
+    request = Submission(
         job_type=job_type or "", steps=steps or 0, scale_factor=gpus, gpus=gpus, user=user or "",
-        weight=weight, adaptation=adaptation, command=command or [], name=name or "",
-        workdir=str((workdir or Path.cwd()).resolve()) if command else "", env=variables,
+        weight=weight, adaptation=adaptation, command=tuple(command or ()), name=name or "",
+        workdir=str((workdir or Path.cwd()).resolve()) if command else "",
+        env=tuple(sorted(variables.items())),
     )  # fmt: skip
     with _client(scheduler, token, tls_cert, tls_key, tls_ca) as client:
         job_id = client.submit(request)
     print(job_id)
 
 
-def job_document(job: pb.JobStatus) -> dict[str, Any]:
+def job_document(job: JobStatus) -> dict[str, Any]:
     """One job as `shock jobs --json` prints it."""
     return {
         "id": job.job_id,
@@ -172,10 +174,10 @@ def _percent(value: float) -> str:
     return f"{100 * value:.0f}%"
 
 
-def share_document(share: pb.UserShare) -> dict[str, Any]:
+def share_document(share: UserShare) -> dict[str, Any]:
     """One user as `shock users --json` prints it."""
 
-    def window(part: pb.ShareWindow) -> dict[str, float]:
+    def window(part: WindowShare) -> dict[str, float]:
         return {"seconds": part.seconds, "gpu_seconds": part.gpu_seconds,
                 "share": part.share, "fair_share": part.fair_share}  # fmt: skip
 
@@ -186,7 +188,7 @@ def share_document(share: pb.UserShare) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def shares_table(shares: list[pb.UserShare]) -> Table:
+def shares_table(shares: list[UserShare]) -> Table:
     recent = _duration(shares[0].recent.seconds) if shares else ""
     table = Table(title="users' shares: GPU time used (fair share)")
     for column in ("user", "weight", "GPUs now", "now", f"last {recent}", "since start",

@@ -1,4 +1,4 @@
-"""The real cluster: a gRPC scheduler service, worker agents and their journal."""
+"""The real cluster: the runtime (`runtime/`), its gRPC and Ray adapters, the journal."""
 
 import os
 

@@ -11,10 +11,14 @@ from typing import TypeVar
 
 import grpc
 
+from shock.cluster import grpc_wire as wire
 from shock.cluster.auth import TlsFiles, open_channel, token_metadata
 from shock.cluster.defaults import with_default_port
+from shock.cluster.fairness import UserShare
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
+from shock.cluster.runtime.job_messages import JobStatus, JobUpdate, Submission
+from shock.cluster.runtime.messages import RunLog
 from shock.core.errors import ShockError
 
 _TIMEOUT_S = 30.0
@@ -59,45 +63,47 @@ class JobsClient:
         why = _WHY.get(code, str(code))
         return ShockError(f"scheduler {self.address}: {why}: {details}")
 
-    def submit(self, request: pb.SubmitJobRequest) -> int:
+    def submit(self, submission: Submission) -> int:
+        request = wire.submission_to_pb(submission)
         reply = self._call(
             lambda: self._stub.SubmitJob(request, metadata=self._metadata, timeout=_TIMEOUT_S)
         )
         return int(reply.job_id)
 
-    def jobs(self, job_ids: list[int] | None = None, user: str = "") -> list[pb.JobStatus]:
+    def jobs(self, job_ids: list[int] | None = None, user: str = "") -> list[JobStatus]:
         request = pb.ListJobsRequest(job_ids=job_ids or [], user=user)
         reply = self._call(
             lambda: self._stub.ListJobs(request, metadata=self._metadata, timeout=_TIMEOUT_S)
         )
-        return list(reply.jobs)
+        return [wire.status_from_pb(job) for job in reply.jobs]
 
-    def cancel(self, job_id: int) -> pb.JobStatus:
+    def cancel(self, job_id: int) -> JobStatus:
         request = pb.CancelJobRequest(job_id=job_id)
         reply = self._call(
             lambda: self._stub.CancelJob(request, metadata=self._metadata, timeout=_TIMEOUT_S)
         )
-        return reply.job
+        return wire.status_from_pb(reply.job)
 
-    def logs(self, job_id: int, max_bytes: int = 0) -> list[pb.RunLog]:
+    def logs(self, job_id: int, max_bytes: int = 0) -> list[RunLog]:
         request = pb.JobLogsRequest(job_id=job_id, max_bytes=max_bytes)
         reply = self._call(
             lambda: self._stub.JobLogs(request, metadata=self._metadata, timeout=_TIMEOUT_S)
         )
-        return list(reply.logs)
+        return [wire.run_log_from_pb(log) for log in reply.logs]
 
-    def users(self, window_s: float = 0.0) -> list[pb.UserShare]:
+    def users(self, window_s: float = 0.0) -> list[UserShare]:
         request = pb.ListUsersRequest(window_s=window_s)
         reply = self._call(
             lambda: self._stub.ListUsers(request, metadata=self._metadata, timeout=_TIMEOUT_S)
         )
-        return list(reply.users)
+        return [wire.user_share_from_pb(share) for share in reply.users]
 
-    def watch(self, job_id: int, history_only: bool = False) -> Iterator[pb.JobUpdate]:
+    def watch(self, job_id: int, history_only: bool = False) -> Iterator[JobUpdate]:
         request = pb.WatchJobRequest(job_id=job_id, history_only=history_only)
         stream = self._stub.WatchJob(request, metadata=self._metadata)
         try:
-            yield from stream
+            for update in stream:
+                yield wire.update_from_pb(update)
         except grpc.RpcError as exc:
             raise self._error(exc) from None
         finally:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from shock.cluster.bounds import JobBounds, child_setup, thread_environment
-from shock.cluster.proto import shock_cluster_pb2 as pb
+from shock.cluster.runtime.messages import Launch
 from shock.job import environment as contract
 
 
@@ -33,7 +33,7 @@ class CommandProcess:
 
 
 def command_environment(
-    launch: pb.Launch,
+    launch: Launch,
     device: str,
     checkpoint_every_s: float | None,
     base: dict[str, str],
@@ -75,7 +75,7 @@ def command_environment(
 
 
 def start_command(
-    launch: pb.Launch,
+    launch: Launch,
     device: str,
     checkpoint_every_s: float | None,
     base_env: dict[str, str],

@@ -19,6 +19,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,7 +32,16 @@ from shock.cluster.bounds import (
     threads_for,
 )
 from shock.cluster.command_launch import start_command
-from shock.cluster.proto import shock_cluster_pb2 as pb
+from shock.cluster.runtime.messages import (
+    BatchSizeRequest,
+    Checkpoint,
+    Exit,
+    JobEvent,
+    JobLimits,
+    Launch,
+    Progress,
+    Started,
+)
 
 _PR_SET_PDEATHSIG = 1
 _LINGER_S = 30.0
@@ -49,7 +59,7 @@ def die_with_parent() -> None:
         pass
 
 
-def job_arguments(launch: pb.Launch, device: str, checkpoint_every_s: float | None) -> list[str]:
+def job_arguments(launch: Launch, device: str, checkpoint_every_s: float | None) -> list[str]:
     args = [
         "--job-id", str(launch.job_id),
         "--job-type", launch.job_type,
@@ -88,9 +98,9 @@ def parse_job_line(line: str) -> dict[str, Any] | None:
     return message
 
 
-def event_from_message(message: dict[str, Any]) -> pb.JobEvent | None:
-    """The protocol event for a job message; None for messages the agent handles itself
-    (lease requests) or does not know."""
+def event_from_message(message: dict[str, Any]) -> JobEvent | None:
+    """The job event for a job message; None for messages the agent handles itself (lease
+    requests) or does not know."""
     kind = message["type"]
 
     def num(name: str, default: float = 0) -> Any:
@@ -100,60 +110,50 @@ def event_from_message(message: dict[str, Any]) -> pb.JobEvent | None:
         return value if number and math.isfinite(value) else default
 
     if kind == "started":
-        started = pb.Started(
+        return JobEvent(Started(
             step=int(num("step")),
             batch_size=int(num("batch_size")),
             resumed_from_step=int(num("resumed_from_step")),
-        )
-        limits = job_limits(message.get("limits"))
-        if limits is not None:
-            started.limits.CopyFrom(limits)
-        return pb.JobEvent(started=started)
+            limits=job_limits(message.get("limits")),
+        ))  # fmt: skip
     if kind == "progress":
-        return pb.JobEvent(
-            progress=pb.Progress(
-                step=int(num("step")),
-                steps_per_s=float(num("steps_per_s")),
-                batch_size=int(num("batch_size")),
-                loss=float(num("loss")),
-                target_steps=int(num("target_steps")),
-            )
-        )
+        return JobEvent(Progress(
+            step=int(num("step")),
+            steps_per_s=float(num("steps_per_s")),
+            batch_size=int(num("batch_size")),
+            loss=float(num("loss")),
+            target_steps=int(num("target_steps")),
+        ))  # fmt: skip
     if kind == "checkpoint":
-        return pb.JobEvent(
-            checkpoint=pb.Checkpoint(step=int(num("step")), path=str(message.get("path", "")))
-        )
+        return JobEvent(Checkpoint(step=int(num("step")), path=str(message.get("path", ""))))
     if kind == "batch_size_request":
-        return pb.JobEvent(
-            batch_size_request=pb.BatchSizeRequest(
-                step=int(num("step")),
-                batch_size=int(num("batch_size")),
-                reason=str(message.get("reason", "")),
-            )
-        )
+        return JobEvent(BatchSizeRequest(
+            step=int(num("step")),
+            batch_size=int(num("batch_size")),
+            reason=str(message.get("reason", "")),
+        ))  # fmt: skip
     if kind == "exit":
-        return pb.JobEvent(
-            exit=pb.Exit(
-                reason=str(message.get("reason", "")),
-                step=int(num("step")),
-                target_steps=int(num("target_steps")),
-            )
-        )
+        return JobEvent(Exit(
+            reason=str(message.get("reason", "")),
+            step=int(num("step")),
+            target_steps=int(num("target_steps")),
+        ))  # fmt: skip
     if kind == "error":
-        return pb.JobEvent(exit=pb.Exit(reason="error", message=str(message.get("message", ""))))
+        return JobEvent(Exit(reason="error", message=str(message.get("message", ""))))
     return None
 
 
-def job_limits(raw: object) -> pb.JobLimits | None:
+def job_limits(raw: object) -> JobLimits | None:
     """The `limits` a job reported in its "started" line; None when absent or malformed."""
     if not isinstance(raw, dict):
         return None
     threads, cpus, memory = raw.get("threads"), raw.get("cpus"), raw.get("memory_limit_bytes")
-    if not _is_int(threads) or not isinstance(cpus, list) or not all(map(_is_int, cpus)):
+    if not isinstance(threads, int) or not _is_int(threads):
         return None
-    return pb.JobLimits(
-        threads=threads, cpus=cpus, memory_limit_bytes=memory if _is_int(memory) else 0
-    )
+    if not isinstance(cpus, list) or not all(map(_is_int, cpus)):
+        return None
+    memory_limit = memory if isinstance(memory, int) and _is_int(memory) else 0
+    return JobLimits(threads, tuple(cpus), memory_limit)
 
 
 def _is_int(value: object) -> bool:
@@ -183,11 +183,11 @@ class JobProcess:
 
     def __init__(
         self,
-        launch: pb.Launch,
+        launch: Launch,
         command: Sequence[str],
         device: str,
         log_path: Path,
-        on_event: Callable[[JobProcess, pb.JobEvent], None],
+        on_event: Callable[[JobProcess, JobEvent], None],
         on_lease_request: Callable[[JobProcess, int], None],
         checkpoint_every_s: float | None = None,
         env: dict[str, str] | None = None,
@@ -277,39 +277,41 @@ class JobProcess:
                 self._on_lease_request(self, self.step)
                 continue
             assert event is not None
-            if event.HasField("checkpoint"):
-                self.checkpoint_step = event.checkpoint.step
-            if event.HasField("exit"):
+            payload = event.payload
+            if isinstance(payload, Checkpoint):
+                self.checkpoint_step = payload.step
+            if isinstance(payload, Exit):
                 if self.saw_exit:
                     continue
                 self.saw_exit = True
-                event.exit.exit_code = self._wait_for_exit()
-                self._note_exit(event.exit)
+                payload = replace(payload, exit_code=self._wait_for_exit())
+                event = JobEvent(payload)
+                self._note_exit(payload)
             self._on_event(self, event)
         code = self.process.wait()
         if not self.saw_exit:
             self.saw_exit = True
             exit = self._unannounced_exit(code)
             self._note_exit(exit)
-            self._on_event(self, pb.JobEvent(exit=exit))
+            self._on_event(self, JobEvent(exit))
         self._log.close()
 
-    def _unannounced_exit(self, code: int) -> pb.Exit:
+    def _unannounced_exit(self, code: int) -> Exit:
         """How a process that ended without an exit line ended."""
         if self._failure is not None:
-            return pb.Exit(reason="error", step=self.step, exit_code=code, message=self._failure)
+            return Exit(reason="error", step=self.step, exit_code=code, message=self._failure)
         if self.is_command and code == 0:
             # A command that does not use shock.job: it ran to its end.
             done = max(self.step, self.launch.target_steps)
-            return pb.Exit(reason="done", step=done, target_steps=done, exit_code=0)
+            return Exit(reason="done", step=done, target_steps=done, exit_code=0)
         if self.is_command and self._stop_requested:
             # Stopped by its preemption (SIGTERM) without a word: back to its checkpoint.
-            return pb.Exit(reason="preempted", step=self.checkpoint_step, exit_code=code)
+            return Exit(reason="preempted", step=self.checkpoint_step, exit_code=code)
         line = last_log_line(self.log_path)
         message = f"exited with code {code}" + (f": {line}" if line else "")
-        return pb.Exit(reason="crashed", step=self.step, exit_code=code, message=message)
+        return Exit(reason="crashed", step=self.step, exit_code=code, message=message)
 
-    def _note_exit(self, exit: pb.Exit) -> None:
+    def _note_exit(self, exit: Exit) -> None:
         detail = f": {exit.message}" if exit.message else ""
         self.note(f"run {self.run_id} ended ({exit.reason}) at step {exit.step}, exit code "
                   f"{exit.exit_code}{detail}")  # fmt: skip

@@ -1,6 +1,6 @@
 """One job lease on a Ray cluster: an actor that runs the job process the gRPC worker runs.
 
-The actor (created by `ray_scheduler.py` inside the lease's placement group) starts the job
+The actor (created by `ray_transport.py` inside the lease's placement group) starts the job
 command with `JobProcess` (the same contract, arguments, CPU bounds and kill semantics as a
 worker agent's), buffers the job's events and hands them to the scheduler when it polls, and
 relays the scheduler's lease, preempt and batch-size messages to the job's stdin. Importing
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from shock.cluster.bounds import UNBOUNDED, JobBounds, threads_for
 from shock.cluster.jobproc import JobProcess
-from shock.cluster.proto import shock_cluster_pb2 as pb
+from shock.cluster.runtime.messages import JobEvent, Launch
 
 
 class JobLeaseActor:
@@ -26,15 +26,14 @@ class JobLeaseActor:
 
     def __init__(
         self,
-        launch_bytes: bytes,
+        launch: Launch,
         command: Sequence[str],
         use_cuda: bool,
         log_path: str,
         checkpoint_every_s: float | None,
     ) -> None:
-        launch = pb.Launch.FromString(launch_bytes)
         self._lock = threading.Condition()
-        self._events: list[bytes] = []
+        self._events: list[JobEvent] = []
         self._seq = 0
         self._lease_deadline = time.monotonic() + launch.lease_s
         env = dict(os.environ)
@@ -67,14 +66,12 @@ class JobLeaseActor:
             raise RuntimeError(f"could not start job {launch.job_id}: see {log_path}")
         self._job = started[0]
 
-    def _post(self, job: JobProcess, event: pb.JobEvent) -> None:
+    def _post(self, job: JobProcess, event: JobEvent) -> None:
         with self._lock:
             self._seq += 1
-            event.seq = self._seq
-            event.run_id = job.run_id
-            event.job_id = job.job_id
-            event.time_unix = time.time()
-            self._events.append(event.SerializeToString())
+            self._events.append(
+                JobEvent(event.payload, self._seq, job.run_id, job.job_id, time.time())
+            )
             self._lock.notify_all()
 
     def _renew_lease(self, job: JobProcess, step: int) -> None:
@@ -83,8 +80,8 @@ class JobLeaseActor:
         if left > 0:
             job.send({"type": "lease", "seconds": left})
 
-    def events(self, wait_s: float) -> tuple[list[bytes], bool]:
-        """The events since the last call (serialized `JobEvent`s), waiting up to `wait_s`
+    def events(self, wait_s: float) -> tuple[list[JobEvent], bool]:
+        """The events since the last call, waiting up to `wait_s`
         for one; and whether the job process is gone (then nothing more will come)."""
         with self._lock:
             if not self._events and not self._job.finished:

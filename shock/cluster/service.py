@@ -1,4 +1,5 @@
-"""The gRPC face of the scheduler: request checks, error replies, the server itself."""
+"""The gRPC adapter's service: requests translated to the runtime's calls (`grpc_wire.py`),
+its refusals to status codes, and the server itself."""
 
 from __future__ import annotations
 
@@ -10,19 +11,19 @@ from typing import Any, TypeVar
 
 import grpc
 
+from shock.cluster import grpc_wire as wire
 from shock.cluster.auth import TlsFiles, TokenInterceptor, call_token
 from shock.cluster.defaults import DEFAULT_HOST
-from shock.cluster.fairness import UserShare, WindowShare
-from shock.cluster.job_service import (
-    DEFAULT_SHARE_WINDOW_S,
+from shock.cluster.proto import shock_cluster_pb2 as pb
+from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
+from shock.cluster.runtime.errors import (
     NotFoundError,
     PermissionError_,
     PreconditionError,
     RequestError,
 )
-from shock.cluster.proto import shock_cluster_pb2 as pb
-from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
-from shock.cluster.scheduler import ClusterScheduler
+from shock.cluster.runtime.job_views import DEFAULT_SHARE_WINDOW_S
+from shock.cluster.runtime.runtime import Runtime
 from shock.cluster.users import User, Users, single_admin
 from shock.core.errors import ShockError
 
@@ -49,16 +50,29 @@ def _answer(context: grpc.ServicerContext, handler: Callable[[], Reply]) -> Repl
 
 
 class SchedulerServicer(pb_grpc.SchedulerServicer):
-    def __init__(self, scheduler: ClusterScheduler) -> None:
+    def __init__(self, scheduler: Runtime) -> None:
         self.scheduler = scheduler
 
     def Register(self, request: pb.RegisterRequest, context: Any) -> pb.RegisterReply:
-        return _answer(context, lambda: self.scheduler.register(request))
+        def handle() -> pb.RegisterReply:
+            welcome = self.scheduler.register(wire.hello_from_pb(request))
+            return pb.RegisterReply(
+                worker_id=welcome.worker_id, heartbeat_s=welcome.heartbeat_s,
+                scheduler_incarnation=welcome.incarnation,
+            )  # fmt: skip
+
+        return _answer(context, handle)
 
     def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatReply:
         def handle() -> pb.HeartbeatReply:
             _require_worker(request.worker_id)
-            return self.scheduler.heartbeat(request)
+            orders = self.scheduler.heartbeat(
+                request.worker_id, wire.live_runs_from_pb(request.live_runs), request.wait_s
+            )
+            return pb.HeartbeatReply(
+                commands=[wire.command_to_pb(command) for command in orders.commands],
+                reregister=orders.reregister, shutdown=orders.shutdown,
+            )  # fmt: skip
 
         return _answer(context, handle)
 
@@ -70,20 +84,29 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
             for event in request.events:
                 if event.seq <= 0 or event.WhichOneof("event") is None:
                     raise RequestError(f"event {event.seq} has no positive seq or no payload")
-            return self.scheduler.report_events(request)
+            events = [wire.event_from_pb(event) for event in request.events]
+            acked = self.scheduler.report_events(request.worker_id, events)
+            return pb.ReportEventsReply(acked_seq=acked)
 
         return _answer(context, handle)
 
     def RenewLease(
         self, request: pb.RenewLeaseRequest, context: Any
     ) -> pb.RenewLeaseReply:
-        return _answer(context, lambda: self.scheduler.renew_lease(request))
+        def handle() -> pb.RenewLeaseReply:
+            seconds = self.scheduler.renew_lease(request.run_id)
+            if seconds is None:
+                return pb.RenewLeaseReply(granted=False)
+            return pb.RenewLeaseReply(granted=True, seconds=seconds)
 
+        return _answer(context, handle)
 
     def UploadLog(self, request: pb.UploadLogRequest, context: Any) -> pb.UploadLogReply:
         def handle() -> pb.UploadLogReply:
             _require_worker(request.worker_id)
-            return self.scheduler.upload_log(request)
+            logs = [wire.run_log_from_pb(log) for log in request.logs]
+            self.scheduler.upload_log(request.worker_id, request.request_id, logs)
+            return pb.UploadLogReply()
 
         return _answer(context, handle)
 
@@ -91,7 +114,7 @@ class SchedulerServicer(pb_grpc.SchedulerServicer):
 class JobsServicer(pb_grpc.JobsServicer):
     """The service people use; every call is made as the user whose token it carries."""
 
-    def __init__(self, scheduler: ClusterScheduler, users: Users) -> None:
+    def __init__(self, scheduler: Runtime, users: Users) -> None:
         self.scheduler = scheduler
         self.users = users
 
@@ -115,7 +138,9 @@ class JobsServicer(pb_grpc.JobsServicer):
     def SubmitJob(self, request: pb.SubmitJobRequest, context: Any) -> pb.SubmitJobReply:
         def handle() -> pb.SubmitJobReply:
             caller = self._caller(context)
-            return self.scheduler.submit(self._owner(caller, request.user), request)
+            owner = self._owner(caller, request.user)
+            job_id = self.scheduler.submit(owner, wire.submission_from_pb(request))
+            return pb.SubmitJobReply(job_id=job_id)
 
         return _answer(context, handle)
 
@@ -124,21 +149,23 @@ class JobsServicer(pb_grpc.JobsServicer):
             if request.user and not self.users.open_names and self.users.get(request.user) is None:
                 names = ", ".join(user.name for user in self.users.users)
                 raise NotFoundError(f"no user {request.user!r} in the users file (users: {names})")
-            return self.scheduler.list_jobs(request)
+            statuses = self.scheduler.list_jobs(tuple(request.job_ids), request.user)
+            return pb.ListJobsReply(jobs=[wire.status_to_pb(status) for status in statuses])
 
         return _answer(context, handle)
 
     def ListUsers(self, request: pb.ListUsersRequest, context: Any) -> pb.ListUsersReply:
         def handle() -> pb.ListUsersReply:
             shares = self.scheduler.user_shares(request.window_s or DEFAULT_SHARE_WINDOW_S)
-            return pb.ListUsersReply(users=[_user_share(share) for share in shares])
+            return pb.ListUsersReply(users=[wire.user_share_to_pb(share) for share in shares])
 
         return _answer(context, handle)
 
     def CancelJob(self, request: pb.CancelJobRequest, context: Any) -> pb.CancelJobReply:
         def handle() -> pb.CancelJobReply:
             caller = self._caller(context)
-            return self.scheduler.cancel(caller.name, caller.admin, request.job_id)
+            status = self.scheduler.cancel(caller.name, caller.admin, request.job_id)
+            return pb.CancelJobReply(job=wire.status_to_pb(status))
 
         return _answer(context, handle)
 
@@ -148,7 +175,7 @@ class JobsServicer(pb_grpc.JobsServicer):
             update = _answer(context, lambda: next(updates, None))
             if update is None:
                 return
-            yield update
+            yield wire.update_to_pb(update)
 
     def JobLogs(self, request: pb.JobLogsRequest, context: Any) -> pb.JobLogsReply:
         def handle() -> pb.JobLogsReply:
@@ -159,22 +186,10 @@ class JobsServicer(pb_grpc.JobsServicer):
                     f"job {request.job_id} belongs to {owner}: only they or an admin may read "
                     "its output"
                 )
-            return self.scheduler.job_logs(request.job_id, request.max_bytes)
+            logs = self.scheduler.job_logs(request.job_id, request.max_bytes)
+            return pb.JobLogsReply(logs=[wire.run_log_to_pb(log) for log in logs])
 
         return _answer(context, handle)
-
-
-def _window(window: WindowShare) -> pb.ShareWindow:
-    return pb.ShareWindow(seconds=window.seconds, gpu_seconds=window.gpu_seconds,
-                          share=window.share, fair_share=window.fair_share)  # fmt: skip
-
-
-def _user_share(share: UserShare) -> pb.UserShare:
-    return pb.UserShare(
-        user=share.user, weight=share.weight, gpus=share.gpus, share=share.share,
-        fair_share=share.fair_share, recent=_window(share.recent),
-        since_start=_window(share.since_start),
-    )  # fmt: skip
 
 
 def _require_worker(worker_id: str) -> None:
@@ -192,7 +207,7 @@ class ServerAddress:
 
 
 def start_server(
-    scheduler: ClusterScheduler,
+    scheduler: Runtime,
     address: ServerAddress,
     token: str,
     tls: TlsFiles | None = None,

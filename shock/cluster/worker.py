@@ -22,6 +22,7 @@ from pathlib import Path
 
 import grpc
 
+from shock.cluster import grpc_wire as wire
 from shock.cluster.auth import TlsFiles, open_channel, token_metadata
 from shock.cluster.bounds import DEFAULT_MEMORY_HEADROOM_GB, BoundsKeeper
 from shock.cluster.command_launch import CommandStartError
@@ -30,6 +31,16 @@ from shock.cluster.jobproc import JobProcess
 from shock.cluster.oplog import log_event
 from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.proto import shock_cluster_pb2_grpc as pb_grpc
+from shock.cluster.runtime.messages import (
+    Command,
+    Exit,
+    ExtendLease,
+    FetchLog,
+    JobEvent,
+    Launch,
+    Preempt,
+    SetBatchSize,
+)
 from shock.cluster.warm import WarmPool
 from shock.core.errors import ShockError
 
@@ -238,21 +249,19 @@ class WorkerAgent:
 
     # Job events.
 
-    def _post(self, job: JobProcess, event: pb.JobEvent) -> None:
+    def _post(self, job: JobProcess, event: JobEvent) -> None:
         self._post_for(job.run_id, job.job_id, event)
 
-    def _post_for(self, run_id: int, job_id: int, event: pb.JobEvent) -> None:
+    def _post_for(self, run_id: int, job_id: int, event: JobEvent) -> None:
+        """Number the event and put it in the outbox, in its wire form."""
         with self._lock:
-            event.seq = next(self._seq)
-            event.run_id = run_id
-            event.job_id = job_id
-            event.time_unix = time.time()
-            if event.WhichOneof("event") == "exit":
+            numbered = JobEvent(event.payload, next(self._seq), run_id, job_id, time.time())
+            exit = event.payload
+            if isinstance(exit, Exit):
                 log_event("run-ended", f"run {run_id} of job {job_id} ended "
-                          f"({event.exit.reason}) at step {event.exit.step}",
-                          run=run_id, job=job_id, reason=event.exit.reason,
-                          step=event.exit.step)  # fmt: skip
-            self._outbox.append(event)
+                          f"({exit.reason}) at step {exit.step}",
+                          run=run_id, job=job_id, reason=exit.reason, step=exit.step)  # fmt: skip
+            self._outbox.append(wire.event_to_pb(numbered))
             self._outbox_ready.notify_all()
 
     def _renew_lease(self, job: JobProcess, step: int) -> None:
@@ -287,30 +296,30 @@ class WorkerAgent:
 
     # Commands.
 
-    def _apply(self, command: pb.Command) -> None:
-        kind = command.WhichOneof("command")
-        if kind == "launch":
-            self._launch(command.launch)
+    def _apply(self, command: Command | None) -> None:
+        if command is None:
+            return  # a command this agent does not know
+        if isinstance(command, Launch):
+            self._launch(command)
             return
-        if kind == "fetch_log":
+        if isinstance(command, FetchLog):
             # Read and sent off the main thread: launches must not wait on a large log.
             threading.Thread(
-                target=self._upload_log, args=(command.fetch_log,), name="log", daemon=True
+                target=self._upload_log, args=(command,), name="log", daemon=True
             ).start()
             return
-        run_id = getattr(command, str(kind)).run_id
         with self._lock:
-            job = self._jobs.get(run_id)
+            job = self._jobs.get(command.run_id)
         if job is None:
             return
-        if kind == "lease":
-            job.send({"type": "lease", "seconds": command.lease.seconds})
-        elif kind == "preempt":
+        if isinstance(command, ExtendLease):
+            job.send({"type": "lease", "seconds": command.seconds})
+        elif isinstance(command, Preempt):
             job.preempt()
-        elif kind == "batch_size":
-            job.send({"type": "batch_size", "batch_size": command.batch_size.batch_size})
+        elif isinstance(command, SetBatchSize):
+            job.send({"type": "batch_size", "batch_size": command.batch_size})
 
-    def _launch(self, launch: pb.Launch) -> None:
+    def _launch(self, launch: Launch) -> None:
         with self._lock:
             if launch.run_id in self._jobs:
                 return  # a repeated command
@@ -344,8 +353,8 @@ class WorkerAgent:
             # Nothing runs: the run ends at once with the reason, in its log too.
             with contextlib.suppress(OSError), log_path.open("ab") as log:
                 log.write(f"[shock] run {launch.run_id}: {exc}\n".encode())
-            self._post_for(launch.run_id, launch.job_id, pb.JobEvent(
-                exit=pb.Exit(reason="error", exit_code=127, message=str(exc))
+            self._post_for(launch.run_id, launch.job_id, JobEvent(
+                Exit(reason="error", exit_code=127, message=str(exc))
             ))  # fmt: skip
             return
         if bounds.bounded:
@@ -356,7 +365,7 @@ class WorkerAgent:
         with self._lock:
             self._jobs[launch.run_id] = job
 
-    def _upload_log(self, fetch: pb.FetchLog) -> None:
+    def _upload_log(self, fetch: FetchLog) -> None:
         logs = [read_run_log(self.settings.log_dir, run_id, fetch.max_bytes)
                 for run_id in fetch.run_ids]  # fmt: skip
         # Unsent, the user's request times out and says so.
@@ -442,7 +451,7 @@ class WorkerAgent:
                     self._register()
                     continue
                 for command in reply.commands:
-                    self._apply(command)
+                    self._apply(wire.command_from_pb(command))
                 self._warm.fill()  # after a burst of launches, spares for the next ones
                 if reply.shutdown:
                     return 0

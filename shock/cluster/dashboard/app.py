@@ -24,8 +24,8 @@ from starlette.types import Receive, Scope, Send
 
 from shock.cluster.dashboard.metrics import metrics_registry, render
 from shock.cluster.dashboard.snapshot import Timeline, take_snapshot
-from shock.cluster.job_service import NotFoundError, PermissionError_, PreconditionError
-from shock.cluster.scheduler import ClusterScheduler
+from shock.cluster.runtime.errors import NotFoundError, PermissionError_, PreconditionError
+from shock.cluster.runtime.runtime import Runtime
 from shock.cluster.users import User, Users
 from shock.core.errors import InputError
 
@@ -37,7 +37,7 @@ _LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 @dataclass
 class Dashboard:
-    scheduler: ClusterScheduler
+    scheduler: Runtime
     users: Users
     timeline: Timeline = field(default_factory=Timeline)
     metrics: CollectorRegistry = field(init=False)
@@ -94,7 +94,7 @@ def build_app(
         except ValueError:
             return _refuse(400, "a job id is a number")
         try:
-            reply = await run_in_threadpool(
+            status = await run_in_threadpool(
                 dashboard.scheduler.cancel, user.name, user.admin, job_id
             )
         except PermissionError_ as exc:
@@ -103,7 +103,7 @@ def build_app(
             return _refuse(404, str(exc))
         except PreconditionError as exc:
             return _refuse(409, str(exc))
-        return JSONResponse({"job_id": reply.job.job_id, "state": reply.job.state})
+        return JSONResponse({"job_id": status.job_id, "state": status.state})
 
     app = Starlette(routes=[
         Route("/", index),

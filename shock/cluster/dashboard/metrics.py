@@ -16,19 +16,19 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from shock.cluster.fairness import UserShare
-from shock.cluster.scheduler import ClusterScheduler
+from shock.cluster.runtime.runtime import Runtime
 
 JOB_STATES = ("queued", "running", "done", "cancelled", "failed")
 
 
 class SchedulerCollector(Collector):
-    def __init__(self, scheduler: ClusterScheduler) -> None:
+    def __init__(self, scheduler: Runtime) -> None:
         self.scheduler = scheduler
 
     def collect(self) -> Iterator[Metric]:
         scheduler = self.scheduler
         shares = scheduler.user_shares()
-        with scheduler._lock:  # one consistent view; the lock is re-entrant
+        with scheduler.lock:  # one consistent view; the lock is re-entrant
             workers = [(w.gpu_type, w.gpus, w.registered and w.alive)
                        for w in scheduler.workers.values()]  # fmt: skip
             jobs = Counter(
@@ -123,7 +123,7 @@ def _share_metrics(shares: list[UserShare]) -> Iterator[Metric]:
     yield from (held, share, fair, used)
 
 
-def metrics_registry(scheduler: ClusterScheduler) -> CollectorRegistry:
+def metrics_registry(scheduler: Runtime) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SchedulerCollector(scheduler))
     return registry

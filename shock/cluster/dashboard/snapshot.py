@@ -9,7 +9,7 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from shock.cluster.scheduler import ClusterScheduler
+from shock.cluster.runtime.runtime import Runtime
 
 ACTIVE_STATES = ("queued", "running")
 TIMELINE_SAMPLES = 1800  # one every 2 s: the last hour
@@ -25,10 +25,10 @@ class Sample:
     running: int
 
 
-def take_snapshot(scheduler: ClusterScheduler) -> dict[str, Any]:
+def take_snapshot(scheduler: Runtime) -> dict[str, Any]:
     """Workers and their GPUs, jobs, the current allocation and each user's share, as JSON."""
     round_index, plan = scheduler.allocation()
-    with scheduler._lock:  # one consistent view; the scheduler's lock is re-entrant
+    with scheduler.lock:  # one consistent view; the scheduler's lock is re-entrant
         statuses = [scheduler.status(job) for job in scheduler.jobs.values()]
         slots = sorted(scheduler.workers.values(), key=lambda slot: slot.registered_seq)
         workers: list[dict[str, Any]] = [
@@ -87,9 +87,9 @@ def _alive(workers: list[dict[str, Any]], worker_id: str) -> bool:
     return any(worker["id"] == worker_id and worker["alive"] for worker in workers)
 
 
-def user_shares(scheduler: ClusterScheduler) -> list[dict[str, Any]]:
+def user_shares(scheduler: Runtime) -> list[dict[str, Any]]:
     """Each user's share of the GPUs now and of the GPU time over the last hour and since
-    the start, beside their weighted fair shares (`ClusterScheduler.user_shares`)."""
+    the start, beside their weighted fair shares (`Runtime.user_shares`)."""
     return [asdict(share) for share in scheduler.user_shares()]
 
 

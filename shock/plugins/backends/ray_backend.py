@@ -1,5 +1,6 @@
 """The `ray` backend: real jobs (the gRPC cluster's workloads and harness) on a Ray cluster,
-one actor per job lease in a placement group of the gang's GPUs (`shock/cluster/ray_scheduler.py`).
+one actor per job lease in a placement group of the gang's GPUs: the cluster runtime with its
+Ray adapter (`shock/cluster/ray_transport.py`). The driver needs only the `ray` extra.
 
 `--ray-address local` (the default) starts a single-node Ray instance on this machine that
 declares `--local-gpus` as custom resources (jobs then run on the CPU); `--ray-address
@@ -176,14 +177,11 @@ class RayBackend:
 
     def run(self, request: RunRequest) -> RunResult:
         import_ray()
-        try:
-            from shock.cluster.ray_scheduler import RayScheduler, RaySettings
-            from shock.cluster.scheduler import SchedulerSettings
-        except ImportError as exc:
-            raise ShockError(
-                f"the ray backend also needs pip install 'shock[cluster]': {exc}"
-            ) from None
         import ray
+
+        from shock.cluster.ray_transport import RaySettings, RayTransport
+        from shock.cluster.runtime.runtime import Runtime
+        from shock.cluster.runtime.state import RuntimeSettings
 
         options = request.backend_options_as(RayOptions)
         runtime = request.config.cluster_runtime
@@ -191,7 +189,7 @@ class RayBackend:
             state_dir = Path(runtime.state_dir) if runtime.state_dir else Path(scratch)
             (state_dir / "logs").mkdir(parents=True, exist_ok=True)
             types = options.worker_types()
-            settings = SchedulerSettings(
+            settings = RuntimeSettings(
                 state_dir=state_dir,
                 heartbeat_s=runtime.heartbeat_s,
                 # A local instance is one node with every type; a cluster, any node at all.
@@ -207,7 +205,7 @@ class RayBackend:
             scheduler = None
             try:
                 with _sigterm_as_interrupt():
-                    scheduler = RayScheduler(request, settings, ray_settings)
+                    scheduler = Runtime(request, settings, RayTransport(ray_settings))
                     return scheduler.run()
             except KeyboardInterrupt:
                 raise ShockError(

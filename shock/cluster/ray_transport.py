@@ -1,8 +1,8 @@
-"""The Ray backend's executor: the engine's round plans carried out as Ray actors.
+"""The Ray adapter: the runtime's commands carried out by Ray actors, their events fed back.
 
-It is the gRPC cluster's scheduler (`scheduler.py`: the journal, leases, preemption at the
-round's end, resume from checkpoints, measured throughputs, batch-size changes) with Ray in
-place of the worker agents:
+The runtime (`runtime/`: the journal, leases, preemption at the round's end, resume from
+checkpoints, measured throughputs, batch-size changes) is the gRPC cluster's; this transport
+puts Ray in place of the worker agents:
 
 - the cluster's servers are Ray nodes' worker-type resources (`ray_nodes.py`), read from
   Ray's node table; a node that joins or dies changes the cluster;
@@ -13,6 +13,9 @@ place of the worker agents:
   actor calls; a run that ignores a preemption is stopped, then its actor killed;
 - an actor lost with its node ends its run as lost: the job resumes elsewhere from its last
   checkpoint (checkpoints live under the state directory, which every node must share).
+
+Commands and events cross to the actors as the runtime's own dataclasses: the driver needs
+neither grpcio nor protobuf nor torch (the actors' job processes need torch to train).
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.exceptions import RayError
@@ -30,12 +33,21 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from shock.cluster.journal import WorkerRow
-from shock.cluster.proto import shock_cluster_pb2 as pb
 from shock.cluster.ray_jobs import JobLeaseActor
 from shock.cluster.ray_nodes import RayWorker, workers_of_nodes
-from shock.cluster.scheduler import ClusterScheduler, Run, SchedulerSettings, WorkerSlot
-from shock.core.executor import PlannedUnit
-from shock.core.run import RunRequest
+from shock.cluster.runtime.messages import (
+    Command,
+    Exit,
+    ExtendLease,
+    JobEvent,
+    Launch,
+    Preempt,
+    SetBatchSize,
+)
+from shock.cluster.runtime.state import WorkerSlot
+
+if TYPE_CHECKING:
+    from shock.cluster.runtime.base import RuntimeBase
 
 _log = logging.getLogger(__name__)
 
@@ -60,44 +72,51 @@ class RaySettings:
 
 @dataclass(slots=True)
 class ActorLease:
-    """A run's actor and placement group, and what the scheduler is waiting for of it."""
+    """A run's actor and placement group, and what the transport is waiting for of it."""
 
     actor: Any
     group: PlacementGroup
     poll: Any = None  # the outstanding `events` call
     stop_at: float | None = None  # monotonic: ask it to stop (then kill) from then on
     kill_at: float | None = None
-    forced: bool = False  # stopped by the scheduler, not by itself: no crash if it dies
+    forced: bool = False  # stopped by the runtime, not by itself: no crash if it dies
     finished: bool = False
 
 
-class RayScheduler(ClusterScheduler):
-    """The Ray executor (see the module's docstring)."""
+class RayTransport:
+    """The Ray adapter (see the module's docstring)."""
 
     backend_name = "ray"
     runs_gangs_as_ranks = False  # a gang runs as one actor (its placement group spans nodes)
+    lost_runs_are_gone = True  # an actor's job process goes with the actor
 
-    def __init__(
-        self, request: RunRequest, settings: SchedulerSettings, ray_settings: RaySettings
-    ) -> None:
-        super().__init__(request, settings)
-        self.ray_settings = ray_settings
+    def __init__(self, settings: RaySettings) -> None:
+        self.settings = settings
+        self._runtime: RuntimeBase | None = None
         self._ray_workers: dict[str, RayWorker] = {}
         self._leases: dict[int, ActorLease] = {}
         self._next_node_check = 0.0
         self._actor_class = ray.remote(JobLeaseActor)
+
+    @property
+    def runtime(self) -> RuntimeBase:
+        assert self._runtime is not None, "attach() first"
+        return self._runtime
+
+    def attach(self, runtime: RuntimeBase) -> None:
+        self._runtime = runtime
         now = time.time()
         # After a restart the previous driver's actors are gone with it: its open runs end
         # as lost (their jobs resume from their checkpoints).
-        for run in list(self.runs.values()):
+        for run in list(runtime.runs.values()):
             if run.ended_at is None:
-                self._close_run(run, now, "lost")
-        for slot in self.workers.values():
+                runtime.close_run(run, now, "lost")
+        for slot in runtime.workers.values():
             slot.registered = False  # alive only once Ray lists its node again
 
     # The cluster: Ray's node table.
 
-    def _check_workers(self, now: float) -> None:
+    def poll(self, now: float) -> None:
         self._collect_events()
         if time.monotonic() >= self._next_node_check:
             self._refresh_nodes(now)
@@ -105,36 +124,32 @@ class RayScheduler(ClusterScheduler):
         self._enforce_stops(now)
 
     def _refresh_nodes(self, now: float) -> None:
+        runtime = self.runtime
         workers = {
             worker.worker_id: worker
-            for worker in workers_of_nodes(ray.nodes(), self.ray_settings.gpu_types)
+            for worker in workers_of_nodes(ray.nodes(), self.settings.gpu_types)
         }
-        known = {row.worker_id for row in self.journal.workers()}
+        known = {row.worker_id for row in runtime.journal.workers()}
         for worker_id, worker in workers.items():
             self._ray_workers[worker_id] = worker
-            slot = self.workers.get(worker_id)
+            slot = runtime.workers.get(worker_id)
             if slot is not None and slot.registered and slot.alive:
                 continue
             if worker_id in known:
-                self.journal.set_worker_alive(worker_id)
+                runtime.journal.set_worker_alive(worker_id)
             else:
                 row = WorkerRow(worker_id, worker.node_id, worker.gpu_type, worker.gpus, 0, None)
-                self.journal.add_worker(row, now)
+                runtime.journal.add_worker(row, now)
             sequence = len(known) if slot is None else slot.registered_seq
-            self.workers[worker_id] = WorkerSlot(
+            runtime.workers[worker_id] = WorkerSlot(
                 worker_id, worker.gpu_type, worker.gpus, sequence, now, registered=True,
                 cpus=worker.cpus, memory_gb=worker.memory_gb,
             )  # fmt: skip
             known.add(worker_id)
-            self._changed.notify_all()
-        for slot in self.workers.values():
+            runtime.changed.notify_all()
+        for slot in list(runtime.workers.values()):
             if slot.alive and slot.worker_id not in workers:
-                _log.warning("Ray node of %s is gone: its jobs resume elsewhere", slot.worker_id)
-                slot.alive = False
-                self.journal.set_worker_dead(slot.worker_id, now)
-                for run in list(self.runs.values()):
-                    if run.worker_id == slot.worker_id and run.ended_at is None:
-                        self._close_run(run, now, "lost")
+                runtime.worker_lost(slot, now, "has no Ray node any more")
 
     # Job events: polled from the actors.
 
@@ -149,66 +164,66 @@ class RayScheduler(ClusterScheduler):
                 lease.poll = lease.actor.events.remote(_POLL_WAIT_S)
 
     def _take_events(self, run_id: int, ref: Any) -> None:
+        runtime = self.runtime
         lease = self._leases.get(run_id)
         if lease is None:
             return  # released while this batch was read (its node died meanwhile)
         lease.poll = None
         try:
-            raw_events, finished = ray.get(ref)
+            events, finished = ray.get(ref)
         except RayError as error:
             self._actor_lost(run_id, error)
             return
-        with self.journal.transaction():
-            for raw in raw_events:
-                event = pb.JobEvent.FromString(raw)
-                if lease.forced and event.WhichOneof("event") == "exit":
-                    self._as_stopped(event)
-                self._apply_event(event)
+        with runtime.journal.transaction():
+            for event in events:
+                if lease.forced and isinstance(event.payload, Exit):
+                    event = self._as_stopped(event)
+                runtime.apply_event(event)
         lease.finished = finished
-        run = self.runs.get(run_id)
+        run = runtime.runs.get(run_id)
         if finished and run is not None and run.ended_at is None:
-            # Gone without an exit line the scheduler could apply: as the worker agent's
+            # Gone without an exit line the runtime could apply: as the worker agent's
             # reader does, a crash.
-            job = self.jobs[run.job_id]
+            job = runtime.jobs[run.job_id]
             reason = "killed" if lease.forced else "crashed"
             step = job.checkpoint_step if lease.forced else job.step
-            self._apply_exit(job, run, pb.Exit(reason=reason, step=step), time.time())
+            runtime.apply_exit(job, run, Exit(reason=reason, step=step), time.time())
         elif finished and run_id in self._leases:
             self._release(run_id)
 
-    def _as_stopped(self, event: pb.JobEvent) -> None:
-        """A run the scheduler stopped ends as killed, not crashed (not the job's failure),
+    def _as_stopped(self, event: JobEvent) -> JobEvent:
+        """A run the runtime stopped ends as killed, not crashed (not the job's failure),
         with its progress back at its last checkpoint."""
-        job = self.jobs.get(event.job_id)
-        if job is not None and event.exit.reason in ("crashed", ""):
-            event.exit.reason = "killed"
-            event.exit.step = job.checkpoint_step
+        job = self.runtime.jobs.get(event.job_id)
+        exit = event.payload
+        if job is None or not isinstance(exit, Exit) or exit.reason not in ("crashed", ""):
+            return event
+        return replace(event, payload=replace(exit, reason="killed", step=job.checkpoint_step))
 
     def _actor_lost(self, run_id: int, error: RayError) -> None:
         """Its actor died (with its node, or killed): the run ends as lost and the job
         resumes from its last checkpoint."""
-        run = self.runs.get(run_id)
+        runtime = self.runtime
+        run = runtime.runs.get(run_id)
         self._refresh_nodes(time.time())  # a dead node's runs end with it
         if run is not None and run.ended_at is None:
             _log.warning("the actor of run %d died: %s", run_id, str(error).splitlines()[0])
-            self._close_run(run, time.time(), "lost")
+            runtime.close_run(run, time.time(), "lost")
         self._release(run_id)
 
     # Commands: actor calls.
 
-    def _command(self, worker_id: str, command: pb.Command) -> None:
-        kind = command.WhichOneof("command")
-        if kind == "launch":
-            self._launch(worker_id, command.launch)
+    def send(self, worker_id: str, command: Command) -> None:
+        if isinstance(command, Launch):
+            self._launch(worker_id, command)
             return
-        run_id = getattr(command, str(kind)).run_id
-        lease = self._leases.get(run_id)
+        lease = self._leases.get(command.run_id) if hasattr(command, "run_id") else None
         if lease is None:
-            return
-        if kind == "lease":
-            lease.actor.lease.remote(command.lease.seconds)
-        elif kind == "preempt":
-            run = self.runs.get(run_id)
+            return  # a log request (Ray keeps no agent logs to fetch), or a run gone
+        if isinstance(command, ExtendLease):
+            lease.actor.lease.remote(command.seconds)
+        elif isinstance(command, Preempt):
+            run = self.runtime.runs.get(command.run_id)
             if run is not None and run.started_at is None:
                 # Not training yet (still starting, or waiting for its GPUs): nothing to
                 # checkpoint, so it is cancelled at once and its GPUs freed.
@@ -218,22 +233,19 @@ class RayScheduler(ClusterScheduler):
             else:
                 lease.actor.preempt.remote()
                 if lease.stop_at is None:
-                    patience = max(self.round_length, _PREEMPT_PATIENCE_S)
+                    patience = max(self.runtime.round_length, _PREEMPT_PATIENCE_S)
                     lease.stop_at = time.monotonic() + patience
-        elif kind == "batch_size":
-            lease.actor.batch_size.remote(command.batch_size.batch_size)
-
-    def _unit_of(self, job_id: int) -> PlannedUnit | None:
-        return next((unit for unit in self._units if job_id in unit.job_ids), None)
+        elif isinstance(command, SetBatchSize):
+            lease.actor.batch_size.remote(command.batch_size)
 
     def _bundles(
-        self, worker_id: str, launch: pb.Launch
+        self, worker_id: str, launch: Launch
     ) -> tuple[list[dict[str, float]], list[dict[str, str]]]:
         """One bundle per GPU of the gang on its planned node (a packed unit's members
         share each GPU), and the label that pins it there."""
-        unit = self._unit_of(launch.job_id)
+        unit = self.runtime.planned_unit(launch.job_id)
         if unit is not None:
-            owners = [self._gpu_owner[gpu] for gpu in unit.gpus if gpu in self._gpu_owner]
+            owners = [o for gpu in unit.gpus if (o := self.runtime.gpu_owner(gpu)) is not None]
             share = 1.0 / max(1, len(unit.job_ids))
         else:
             owners = [(worker_id, gpu) for gpu in launch.gpus]
@@ -248,7 +260,7 @@ class RayScheduler(ClusterScheduler):
             labels.append({_NODE_LABEL: worker.node_id})
         return bundles, labels
 
-    def _launch(self, worker_id: str, launch: pb.Launch) -> None:
+    def _launch(self, worker_id: str, launch: Launch) -> None:
         bundles, labels = self._bundles(worker_id, launch)
         nodes = {label[_NODE_LABEL] for label in labels}
         group = placement_group(
@@ -268,20 +280,18 @@ class RayScheduler(ClusterScheduler):
                 group, placement_group_bundle_index=0
             ),
         ).remote(
-            launch.SerializeToString(),
-            list(self.ray_settings.job_command),
+            launch,
+            list(self.settings.job_command),
             worker.cuda,
-            str(self.ray_settings.log_dir / f"job-{launch.job_id}-run-{launch.run_id}.log"),
-            self.ray_settings.checkpoint_every_s,
+            str(self.settings.log_dir / f"job-{launch.job_id}-run-{launch.run_id}.log"),
+            self.settings.checkpoint_every_s,
         )
         self._leases[launch.run_id] = ActorLease(actor, group)
 
     # Ending runs.
 
-    def _close_run(self, run: Run, now: float, reason: str, wait_for_lease: bool = True) -> None:
-        # An actor's job process goes with the actor: a lost run can be relaunched at once.
-        super()._close_run(run, now, reason, wait_for_lease=False)
-        self._release(run.run_id)
+    def run_closed(self, run_id: int) -> None:
+        self._release(run_id)
 
     def _release(self, run_id: int) -> None:
         """Kill the run's actor (its job process already exited, or is lost) and free its
@@ -296,6 +306,7 @@ class RayScheduler(ClusterScheduler):
 
     def _enforce_stops(self, now: float) -> None:
         """A run told to stop that has not: end its job process, then kill its actor."""
+        runtime = self.runtime
         clock = time.monotonic()
         for run_id, lease in list(self._leases.items()):
             if lease.stop_at is not None and clock >= lease.stop_at and lease.kill_at is None:
@@ -303,27 +314,24 @@ class RayScheduler(ClusterScheduler):
                 lease.actor.stop.remote(2.0)
                 lease.kill_at = clock + _STOP_GRACE_S
             elif lease.kill_at is not None and clock >= lease.kill_at:
-                run = self.runs.get(run_id)
+                run = runtime.runs.get(run_id)
                 if run is not None and run.ended_at is None:
-                    job = self.jobs[run.job_id]
+                    job = runtime.jobs[run.job_id]
                     job.step = job.checkpoint_step  # what it did since is lost with it
-                    self.journal.set_progress(job.job_id, job.step)
-                    self.journal.set_run_step(run.run_id, job.step)
-                    super()._close_run(run, now, "killed", wait_for_lease=False)
+                    runtime.journal.set_progress(job.job_id, job.step)
+                    runtime.journal.set_run_step(run.run_id, job.step)
+                    runtime.close_run(run, now, "killed", wait_for_lease=False)
                 self._release(run_id)
 
     def stop(self) -> None:
         """Every actor stops its job (a checkpoint), bounded; then every actor is killed."""
-        with self._lock:
-            self.done = True
-            self._changed.notify_all()
-            stops = []
-            for lease in self._leases.values():
-                try:
-                    stops.append(lease.actor.stop.remote(_STOP_GRACE_S))
-                except RayError:
-                    continue
-            if stops:
-                ray.wait(stops, num_returns=len(stops), timeout=_STOP_GRACE_S + 5.0)
-            for run_id in list(self._leases):
-                self._release(run_id)
+        stops = []
+        for lease in self._leases.values():
+            try:
+                stops.append(lease.actor.stop.remote(_STOP_GRACE_S))
+            except RayError:
+                continue
+        if stops:
+            ray.wait(stops, num_returns=len(stops), timeout=_STOP_GRACE_S + 5.0)
+        for run_id in list(self._leases):
+            self._release(run_id)
