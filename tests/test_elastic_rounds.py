@@ -255,3 +255,19 @@ def test_snapshot_and_restore_carry_the_grants() -> None:
     fresh.need_allocation = False
     again = fresh.elastic.plan(fresh.allocation.elastic or {}, fresh.active, fresh.previous_round)
     assert again[0].gpus == assignment.gpus and again[0].kept_gpus
+
+
+def test_measured_step_times_read_as_pollux_simulator_reads_them() -> None:
+    from shock.goodput.measured import measured_times, step_seconds_measured
+
+    # A measured placement at a measured batch: the CSV's row (yolov3, placement 4, 8).
+    assert measured_times("yolov3", (4,), 8) == pytest.approx(
+        (0.5009251087903976, 0.11896183347702027)
+    )
+    # Between measured batches: linear. Any rotation of a placement is the same placement.
+    assert measured_times("yolov3", (4,), 6)[0] == pytest.approx(0.5852507203817368)
+    assert measured_times("cifar10", (2, 4), 128) == measured_times("cifar10", (4, 2), 128)
+    # BERT at 384 on one GPU (12 x 32 micro-batches): 29.0639 s per step, as the artifact's
+    # own Application.get_throughput gives it (step + (step - sync) x 31).
+    config = fixed_batch_configuration(curve("bert").limits, 1, 1, 384)
+    assert step_seconds_measured("bert", (1,), config) == pytest.approx(29.06393317317963)

@@ -18,8 +18,9 @@ A job not marked elastic keeps its scale factor: it runs when its grant gives at
 many GPUs, on that many.
 
 A job of one of Pollux's measured applications progresses at its goodput on the placement
-and batch size it runs with (shock.goodput.progress: the step-time model x the gain of its
-batch size, epoch by epoch); its planned rate is the round's mean progress per second in its
+and batch size it runs with (shock.goodput.progress: its measured step time there, as
+Pollux's simulator interpolates it, else the step-time model's, x the gain of its batch
+size, epoch by epoch); its planned rate is the round's mean progress per second in its
 trace's steps. Other jobs run at the throughput table's rate for their GPU count (scaled
 linearly from their scale factor where the table lacks that count). A job whose GPUs changed
 since last round restarts from a checkpoint: the engine's (re)start overhead rules charge
@@ -34,6 +35,7 @@ from shock.core.policy import ElasticGrant, UnitKey
 from shock.core.run import MechanismConfig
 from shock.core.throughputs import ThroughputTable
 from shock.engine.units import Assignment, JobState
+from shock.goodput.measured import step_seconds_measured
 from shock.goodput.model import GoodputModel, GradParams
 from shock.goodput.progress import (
     Configuration,
@@ -222,16 +224,22 @@ class ElasticRounds:
             if rate <= 0:
                 rate = job.rates[column] * replicas / max(job.scale_factor, 1)
             return rate, job.spec.batch_size
-        nodes = len({self.server_of_gpu[gpu][1] for gpu in gpus})
+        per_server: dict[int, int] = {}
+        for gpu in gpus:
+            server = self.server_of_gpu[gpu][1]
+            per_server[server] = per_server.get(server, 0) + 1
+        nodes = len(per_server)
         config = self._configuration(job, training, nodes, replicas, grant)
+        # Step times as Pollux's simulator reads them: measured, where they reach.
+        step_s = step_seconds_measured(training.name, tuple(per_server.values()), config)
         available = self.config.round_length_s
         if not kept:
             available = max(available - self.restart_s, 1e-9)
         total = job.total_steps
         progress = job.steps_done / total * training.target if total > 0 else 0.0
-        made, used = training.advance(progress, config, available)
+        made, used = training.advance(progress, config, available, step_s)
         if made <= 0 or used <= 0:
-            per_second = training.goodput(config, training.epoch_at(progress))
+            per_second = training.goodput(config, training.epoch_at(progress), step_s)
         else:
             per_second = made / used
         return max(per_second, 1e-12) * total / training.target, config.batch_size

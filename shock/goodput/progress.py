@@ -138,22 +138,25 @@ class TrainingCurve:
         denominator = var / scale + sqr
         return scale if denominator <= 0 else (var + sqr) / denominator
 
-    def goodput(self, config: Configuration, epoch: int) -> float:
-        """Progress per second on `config` during `epoch`."""
-        return self.gain(config.batch_size, epoch) / step_seconds(self.perf, config)
+    def goodput(self, config: Configuration, epoch: int, step_s: float | None = None) -> float:
+        """Progress per second on `config` during `epoch` (steps of `step_s` seconds where
+        given, else of the step-time model's)."""
+        seconds = step_seconds(self.perf, config) if step_s is None else step_s
+        return self.gain(config.batch_size, epoch) / seconds
 
     def advance(
-        self, progress: float, config: Configuration, seconds: float
+        self, progress: float, config: Configuration, seconds: float, step_s: float | None = None
     ) -> tuple[float, float]:
         """Run `config` for up to `seconds` from `progress`: (progress made, seconds used),
-        stopping early at the target. Each epoch runs at its own goodput."""
+        stopping early at the target. Each epoch runs at its own goodput (steps of `step_s`
+        seconds where given, else of the step-time model's)."""
         made = 0.0
         used = 0.0
         target = self.target
         while used < seconds and progress + made < target:
             now = progress + made
             epoch = self.epoch_at(now)
-            rate = self.goodput(config, epoch)
+            rate = self.goodput(config, epoch, step_s)
             if rate <= 0:
                 break
             to_epoch_end = self.epoch_ends[epoch] - now

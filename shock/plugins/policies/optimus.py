@@ -41,11 +41,11 @@ from shock.api import (
     hookimpl,
     typed_options,
 )
+from shock.goodput.measured import step_seconds_measured
 from shock.goodput.progress import (
     TrainingCurve,
     curve,
     fixed_batch_configuration,
-    step_seconds,
 )
 from shock.goodput.speedup import application_of
 from shock.plugins.policies.pollux.limits import FIXED_BATCH, MAX_GPUS, worker_column
@@ -66,7 +66,8 @@ def packed_step_seconds(
 ) -> float:
     """Seconds per step of a fixed batch size on `gpus` GPUs packed onto full nodes, split
     as Optimus' prediction in Pollux's artifact splits it (at least two micro-batches on a
-    single GPU)."""
+    single GPU), from the application's measured step times as the artifact's oracle reads
+    them (shock.goodput.measured)."""
     limits = training.limits
     nodes = math.ceil(gpus / gpus_per_node)
     config = fixed_batch_configuration(limits, nodes, gpus, batch_size)
@@ -74,7 +75,9 @@ def packed_step_seconds(
         local = math.ceil(batch_size - 1e-8)
         atomic = max(1, min(math.ceil(local / 2 - 1e-8), int(limits.max_batch_size / 2)))
         config = type(config)(nodes, 1, atomic, 1)
-    return step_seconds(training.perf, config)
+    full, rest = divmod(gpus, gpus_per_node)
+    node_gpus = (gpus_per_node,) * full + ((rest,) if rest else ())
+    return step_seconds_measured(training.name, node_gpus, config)
 
 
 class Optimus(Policy):
