@@ -20,7 +20,9 @@ from shock.plugins.policies.tiresias_pollux import TiresiasPollux, TiresiasPollu
 SOLVER = SolverSpec()
 
 
-def job(job_id: int, job_type: str, gpus: int = 1, arrival: float = 0.0, done: float = 0.0):
+def job(
+    job_id: int, job_type: str, gpus: int = 1, arrival: float = 0.0, done: float = 0.0
+) -> PolicyJob:
     return PolicyJob(job_id, job_type, gpus, 1.0, arrival, 10_000, done)
 
 
