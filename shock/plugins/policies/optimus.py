@@ -14,8 +14,8 @@ run at its batch size still takes from the epoch it is in to the last (the oracl
 itself estimates both). A job gets at most batch size / smallest per-GPU batch GPUs (one
 for NCF, as Pollux's simulator pins it). A job whose GPU count is unchanged keeps its GPUs.
 
-Jobs whose type names no Pollux application cannot be predicted: they get one GPU in turn
-and no more.
+Jobs whose type names no Pollux application cannot be predicted: they get their scale
+factor's GPUs, after the elastic jobs' first GPU, and no more.
 
 Options: `gpus_per_node` (4), `worker_type` (the type it schedules; default the one with
 the most GPUs).
@@ -93,20 +93,23 @@ class Optimus(Policy):
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         column = worker_column(problem, self.options.worker_type, self.name)
-        jobs = sorted(problem.jobs, key=lambda j: (j.arrival_time, j.job_id))
-        free = int(problem.capacity[column])
         per_node = self.options.gpus_per_node
+        models = {job.job_id: _JobModel.of(job, per_node) for job in problem.jobs}
+        # Elastic jobs start from one GPU, jobs Optimus cannot predict from their scale
+        # factor (the artifact orders jobs by that minimum, then as they came).
+        least = {j.job_id: 1 if models[j.job_id].training else j.scale_factor for j in problem.jobs}
+        jobs = sorted(problem.jobs, key=lambda j: (least[j.job_id], j.arrival_time, j.job_id))
+        free = int(problem.capacity[column])
         replicas: dict[int, int] = {}
         gains: dict[int, float] = {}
-        models = {job.job_id: _JobModel.of(job, per_node) for job in jobs}
         for job in jobs:
-            if free < 1:
+            if least[job.job_id] > free:
                 replicas[job.job_id] = 0
                 gains[job.job_id] = 0.0
                 continue
-            replicas[job.job_id] = 1
-            free -= 1
-            gains[job.job_id] = models[job.job_id].gain(1, free)
+            replicas[job.job_id] = least[job.job_id]
+            free -= least[job.job_id]
+            gains[job.job_id] = models[job.job_id].gain(replicas[job.job_id], free)
         while free > 0 and gains and max(gains.values()) > 0:
             best = max(gains, key=lambda j: gains[j])  # the first of equal gains
             replicas[best] += 1
