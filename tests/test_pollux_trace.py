@@ -39,7 +39,7 @@ def test_workload_6_reads_with_its_format_detected() -> None:
     from shock.goodput.applications import application
 
     run = application("cifar10").validation[2048]
-    assert first.total_steps == run[99].iteration
+    assert first.total_steps == run[99].iteration * 2048  # samples: steps x batch size
     assert [j.job_id for j in trace.jobs] == list(range(160))
 
 
@@ -99,4 +99,5 @@ def test_default_table_gives_every_job_a_rate() -> None:
     table = fmt.default_throughputs(trace, ("t4",), None)
     for job in trace.jobs:
         rate = table.throughput(job.job_type, job.scale_factor, "t4")
-        assert 0 < rate < 1000
+        assert job.batch_size is not None
+        assert 0 < rate / job.batch_size < 1000  # samples/s: steps/s x batch size

@@ -38,7 +38,8 @@ def test_the_built_in_presets_come_from_shocks_plugins() -> None:
 def test_a_near_miss_says_did_you_mean() -> None:
     with pytest.raises(UnknownPluginError, match="did you mean 'shockwave'") as raised:
         build_request(RunOptions(preset="shockwav"), trace=JOBS)
-    assert "`shock plugins` lists all 4" in str(raised.value)
+    count = len(default_registry().names("preset"))
+    assert f"`shock plugins` lists all {count}" in str(raised.value)
 
 
 def test_the_cli_refuses_an_unknown_preset_in_one_line(tmp_path: Path) -> None:

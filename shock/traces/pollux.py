@@ -10,9 +10,14 @@ A header `name,time,application,num_replicas,batch_size`, then one job per line:
 - `batch_size`: the total batch size it trains with there.
 
 Each line becomes a job with id = its position (0, 1, ...), type `<application> (batch size
-<batch_size>)`, scale factor `num_replicas`, and as many steps as the application's
-validation run at that batch size (the nearest validated size at or above it) takes to train
-its epochs.
+<batch_size>)`, scale factor `num_replicas`, and as much work as the application's
+validation run at that batch size (the nearest validated size at or above it) does to train
+its epochs, counted in samples (its steps x batch size): a job's "steps" here are samples,
+so that a round's work is never rounded to a whole training step. Every job is elastic: an
+elastic policy may run it on any GPU count from 1 to the most its application's batch limits
+allow (largest validated batch size / smallest measured per-GPU batch), at any batch size
+between its application's smallest and largest validated ones; a policy that is not elastic
+runs it on `num_replicas` GPUs at `batch_size`.
 """
 
 from __future__ import annotations
@@ -115,10 +120,12 @@ def read_pollux_csv(path: Path) -> Trace:
             JobSpec(
                 job_id=len(jobs),
                 job_type=pollux_job_type(app_name, batch),
-                total_steps=app.steps_to_finish(batch),
+                # Counted in samples: fine enough that whole-step rounding never shows.
+                total_steps=app.steps_to_finish(batch) * batch,
                 scale_factor=replicas,
                 arrival_time=row.number("time", minimum=0.0),
                 source_line=number,
+                elastic=True,
             )
         )
     if not jobs:

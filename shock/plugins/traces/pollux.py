@@ -10,9 +10,9 @@ from shock.traces.pollux import PolluxTraceFormat
 
 
 def steps_per_second(application: str, scale_factor: int, batch_size: int) -> float:
-    """Steps/s of an application at a fixed GPU count and total batch size, by its fitted
-    step-time model, split into atomic batches and accumulation steps as Pollux's simulator
-    splits a fixed batch size (4 GPUs per node)."""
+    """Training steps/s of an application at a fixed GPU count and total batch size, by its
+    fitted step-time model, split into atomic batches and accumulation steps as Pollux's
+    simulator splits a fixed batch size (4 GPUs per node)."""
     from shock.goodput import applications
     from shock.goodput.model import step_time
 
@@ -31,14 +31,14 @@ class PolluxTraces(PolluxTraceFormat):
     def default_throughputs(
         self, trace: Trace, worker_types: tuple[str, ...], base: ThroughputTable
     ) -> ThroughputTable:
-        """Each job's steps/s from its application's measured model, the same on every worker
-        type (Pollux measured one: T4)."""
+        """Each job's samples/s (its trace's steps are samples) from its application's
+        measured model, the same on every worker type (Pollux measured one: T4)."""
         table = ThroughputTable(source="Pollux artifact step times (bundled, fitted)")
         for job in trace.jobs:
             batch = batch_size_of(job.job_type)
             if batch is None:
                 continue
-            rate = steps_per_second(model_family_of(job.job_type), job.scale_factor, batch)
+            rate = batch * steps_per_second(model_family_of(job.job_type), job.scale_factor, batch)
             for worker_type in worker_types:
                 table.set(job.job_type, job.scale_factor, worker_type, rate)
         return table
