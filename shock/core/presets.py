@@ -57,6 +57,9 @@ class Preset:
     policy_options: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    # The cluster it runs on when --cluster is not given (a bundled cluster name); None: the
+    # trace format's, else shock's default.
+    cluster: str | None = None
 
     def __post_init__(self) -> None:
         for name, kind in (

@@ -139,7 +139,9 @@ def build_request(
     gpus_per_server = (
         preset.gpus_per_server if options.gpus_per_server is None else options.gpus_per_server
     )
-    cluster_text = options.cluster or default_cluster_for(trace, registry) or DEFAULT_CLUSTER
+    cluster_text = (
+        options.cluster or preset.cluster or default_cluster_for(trace, registry) or DEFAULT_CLUSTER
+    )
     cluster = cluster_from_option(cluster_text, gpus_per_server)
     if options.throughputs:
         table = load_throughputs(options.throughputs)
