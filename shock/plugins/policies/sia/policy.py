@@ -153,6 +153,8 @@ class Sia(Policy):
         self.options = options or SiaOptions()
         self.ledger = SiaLedger()
         self.node_gpus = parse_node_gpus(self.options.node_gpus)
+        if self.options.profiles:
+            read_profiles(self.options.profiles)  # a bad folder is refused before any round
 
     def with_options(self, values: Mapping[str, str]) -> Sia:
         return Sia(typed_options(self.options, values, self.name))
