@@ -45,6 +45,10 @@ class JobSpec:
     # imported production trace); None: its model's profile decides.
     cpus: float | None = None
     memory_gb: float | None = None
+    # An elastic job may run on any GPU count and batch size an elastic policy grants it,
+    # within its batch limits (Pollux's workload CSVs mark every job elastic); a job that is
+    # not keeps its scale factor and batch size.
+    elastic: bool = False
 
     @property
     def model_family(self) -> str:

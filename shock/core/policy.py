@@ -161,6 +161,10 @@ class ElasticGrant:
     batch_size: int | None = None
     atomic_batch_size: int | None = None
     accumulation_steps: int = 0
+    # GPUs on each node of the worker type, in the order of its servers (index k: the k-th
+    # server), where the policy chose the nodes (Pollux); empty: the mechanism places the
+    # grant's GPUs itself.
+    node_gpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

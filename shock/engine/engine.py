@@ -188,7 +188,7 @@ class Engine:
         prices = self.config.prices
         if prices is not None and any(w not in prices for w in cluster.worker_types):
             prices = None
-        return Mechanism(
+        mechanism = Mechanism(
             cluster,
             self.policy,
             self.request.solver,
@@ -198,6 +198,8 @@ class Engine:
             prices=prices,
             entity_weights=self.config.entity_weights,
         )
+        mechanism.elastic.restart_s = self.config.preemption_overhead_s
+        return mechanism
 
     def _prepare(self, cluster: Cluster) -> Mechanism:
         mechanism = self._build_mechanism(cluster)
@@ -364,6 +366,8 @@ class Engine:
                 len(mechanism.active),
                 self.stats_base.solver_seconds + mechanism.stats.solver_seconds,
             )
+            if mechanism.allocation.elastic is not None:
+                timeline.batch_sizes_used(now, mechanism.elastic.batch_sizes)
             if self._plans_columns(mechanism):
                 plan = self._plan_columns(assignments, ran_last_round, now)
             else:

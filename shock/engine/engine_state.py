@@ -3,9 +3,9 @@
 It holds what the engine decided and counted: each admitted job's credited progress, batch
 size and fairness counters, the mechanism's allocation clock, its current allocation, last
 round's placement and its random state (so a resumed run plans its next round exactly as the
-uninterrupted run would), the run's counters, finished jobs' records, measured rates, and the
-policy's own memory. A durable executor stores it
-(the gRPC cluster journals it every round) and hands it back when the run resumes.
+uninterrupted run would; an elastic policy's grants with it), the run's counters, finished
+jobs' records, measured rates, and the policy's own memory. A durable executor stores it (the
+gRPC cluster journals it every round) and hands it back when the run resumes.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from shock.core.model import JobSpec
-from shock.core.policy import Allocation, Policy, UnitKey
+from shock.core.policy import Allocation, ElasticGrant, Policy, UnitKey
 from shock.core.results import JobRecord
 from shock.engine.mechanism import Mechanism
 from shock.engine.units import MechanismStats
@@ -108,7 +108,7 @@ def _rounds_memory(mechanism: Mechanism) -> dict[str, Any]:
     """What the mechanism carries from one round to the next besides the jobs' counters."""
     allocation = mechanism.allocation
     random_state = mechanism.shuffler_state()
-    return {
+    memory: dict[str, Any] = {
         "need_allocation": mechanism.need_allocation,
         "worker_types": list(mechanism.worker_types),
         "allocation": {
@@ -129,6 +129,38 @@ def _rounds_memory(mechanism: Mechanism) -> dict[str, Any]:
         ],
         "random_state": [random_state[0], list(random_state[1]), random_state[2]],
     }
+    if allocation.elastic is not None:
+        # An elastic policy's grants (written only for one, so other documents are as before).
+        memory["allocation"]["elastic"] = [
+            [_key_json(key), *_grant_json(grant)] for key, grant in allocation.elastic.items()
+        ]
+    return memory
+
+
+def _grant_json(grant: ElasticGrant) -> list[Any]:
+    return [
+        grant.worker_type,
+        grant.gpus,
+        grant.num_nodes,
+        grant.batch_size,
+        grant.atomic_batch_size,
+        grant.accumulation_steps,
+        list(grant.node_gpus),
+    ]
+
+
+def _grant_of(saved: list[Any]) -> tuple[UnitKey, ElasticGrant]:
+    key, worker_type, gpus, nodes, batch, atomic, accum, node_gpus = saved
+    grant = ElasticGrant(
+        str(worker_type),
+        int(gpus),
+        int(nodes),
+        None if batch is None else int(batch),
+        None if atomic is None else int(atomic),
+        int(accum),
+        tuple(int(n) for n in node_gpus),
+    )
+    return _key_of(key), grant
 
 
 def _restore_rounds_memory(mechanism: Mechanism, saved: dict[str, Any] | None) -> None:
@@ -151,6 +183,7 @@ def _restore_rounds_memory(mechanism: Mechanism, saved: dict[str, Any] | None) -
     for first, second, time_so_far, deficit in saved["pairs"]:
         mechanism.restore_pair((int(first), int(second)), time_so_far, deficit)
     order = allocation["round_order"]
+    elastic = allocation.get("elastic")
     mechanism.install_allocation(
         Allocation(
             keys,
@@ -158,6 +191,7 @@ def _restore_rounds_memory(mechanism: Mechanism, saved: dict[str, Any] | None) -
             fractions,
             allocation["objective"],
             None if order is None else tuple(_key_of(key) for key in order),
+            None if elastic is None else dict(_grant_of(saved) for saved in elastic),
         )
     )
     mechanism.need_allocation = bool(saved["need_allocation"])

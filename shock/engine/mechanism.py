@@ -26,6 +26,7 @@ from shock.core.resource_placement import ServerResources
 from shock.core.run import MechanismConfig
 from shock.core.solver import SolverSpec
 from shock.core.throughputs import ThroughputTable
+from shock.engine.elastic import ElasticRounds
 from shock.engine.leases import LeaseBook
 from shock.engine.pairs import PairBook
 from shock.engine.placement_rounds import RoundPlacement
@@ -68,6 +69,10 @@ class Mechanism:
         self.prices = None if prices is None else np.array([prices[w] for w in self.worker_types])
         self.entity_weights = entity_weights
         self.placing = RoundPlacement(cluster, self.worker_types, placement, config)
+        # Rounds of an elastic policy's grants (placed and priced apart from time shares).
+        self.elastic = ElasticRounds(
+            self.worker_types, self.placing.servers_by_column, lambda: self.table, config
+        )
         order = table.fastest_first(self.worker_types)  # Gavel's order before any shuffle
         self._type_order = [self.worker_types.index(w) for w in order]
         self._shuffler = random.Random(config.seed + 5)
@@ -460,6 +465,12 @@ class Mechanism:
 
     def plan_round(self, now: float) -> list[Assignment]:
         self.maybe_reallocate(now, self._every_round)
+        grants = self.allocation.elastic
+        if grants is not None:
+            # An elastic policy chose each job's GPUs and batch size (shock/engine/elastic.py).
+            placed = self.elastic.plan(grants, self.active, self.previous_round)
+            self.leases.count(placed, self.stats)
+            return placed
         order = list(self._type_order)
         held_out = False  # whether the selection left out the units held back
         if not self.policy.heterogeneity_aware:

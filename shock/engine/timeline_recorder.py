@@ -345,6 +345,15 @@ class TimelineRecorder:
             if track is not None:
                 _note_batch_size(track, time_s, change.job_type)
 
+    def batch_sizes_used(self, time_s: float, sizes: dict[int, int]) -> None:
+        """Record the batch size each elastic job runs with from `time_s` on, where it
+        differs from the last one recorded."""
+        tracks = self._jobs
+        for job_id, size in sizes.items():
+            track = tracks.get(job_id)
+            if track is not None and (not track.batch_sizes or track.batch_sizes[-1][1] != size):
+                track.batch_sizes.append((time_s, size))
+
     def timeline(self) -> Timeline:
         self._count_busy()
         worker_types = tuple(self.worker_types)

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from shock.goodput import applications
+from shock.goodput import applications, progress
 from shock.goodput.model import GoodputModel
 
 
@@ -99,9 +99,11 @@ def table_for(job_type: str, epoch: int, max_nodes: int, gpus_per_node: int) -> 
 
 
 def epoch_of(job_type: str, steps_done: float, total_steps: int) -> int:
-    """The epoch a job is in, from the fraction of its steps done (0 for unknown types)."""
+    """The epoch a job is in, from the fraction of its steps done: that fraction of its
+    application's target progress, placed among its epochs' ends (0 for unknown types)."""
     name = application_of(job_type)
     if name is None or total_steps <= 0:
         return 0
-    epochs = applications.application(name).max_epochs
-    return min(epochs - 1, int(epochs * max(0.0, steps_done) / total_steps))
+    training = progress.curve(name)
+    done = training.target * max(0.0, steps_done) / total_steps
+    return min(training.max_epochs - 1, training.epoch_at(done))

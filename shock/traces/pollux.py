@@ -12,7 +12,10 @@ A header `name,time,application,num_replicas,batch_size`, then one job per line:
 Each line becomes a job with id = its position (0, 1, ...), type `<application> (batch size
 <batch_size>)`, scale factor `num_replicas`, and as many steps as the application's
 validation run at that batch size (the nearest validated size at or above it) takes to train
-its epochs.
+its epochs. Every job is elastic: an elastic policy may run it on any GPU count from 1 to
+the most its application's batch limits allow (largest validated batch size / smallest
+measured per-GPU batch), at any batch size between its application's smallest and largest
+validated ones; a policy that is not elastic runs it on `num_replicas` GPUs at `batch_size`.
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ def read_pollux_csv(path: Path) -> Trace:
                 scale_factor=replicas,
                 arrival_time=row.number("time", minimum=0.0),
                 source_line=number,
+                elastic=True,
             )
         )
     if not jobs:

@@ -254,8 +254,9 @@ class Pollux(Policy):
             self.placements[job.job_id] = best[row].copy()
             self.most_gpus[job.job_id] = max(self.most_gpus.get(job.job_id, 0), gpus)
             fractions[position[job.job_id], column] = min(1.0, gpus / max(job.scale_factor, 1))
+            layout = tuple(int(v) for v in best[row])
             if application_of(job.job_type) is None:
-                elastic[job.job_id] = ElasticGrant(worker, gpus, used)
+                elastic[job.job_id] = ElasticGrant(worker, gpus, used, node_gpus=layout)
                 continue
             atomic = int(tables[row].atomic_bsz[used, gpus])
             accum = int(tables[row].accum_steps[used, gpus])
@@ -266,6 +267,7 @@ class Pollux(Policy):
                 batch_size=gpus * atomic * (accum + 1),
                 atomic_batch_size=atomic,
                 accumulation_steps=accum,
+                node_gpus=layout,
             )
         live = set(all_ids)
         self.placements = {j: p for j, p in self.placements.items() if j in live}
