@@ -29,7 +29,8 @@ that runs jobs at their trace's scale factor can realise.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,8 @@ from shock.api import (
     solve_matrix_milp,
     typed_options,
 )
+from shock.goodput.progress import TrainingCurve
+from shock.goodput.progress import curve as progress_curve
 from shock.goodput.speedup import GoodputTable, application_of, epoch_of, table_for
 from shock.plugins.policies.sia.goodput import (
     GoodputEstimator,
@@ -54,7 +57,7 @@ from shock.plugins.policies.sia.goodput import (
     gpus_per_node_of,
     measured_table,
 )
-from shock.plugins.policies.sia.profiles import SiaProfiles, read_profiles
+from shock.plugins.policies.sia.profiles import SLOWDOWN, SiaProfiles, TypeProfile, read_profiles
 from shock.plugins.policies.sia.state import Config, SiaLedger
 
 # Sia's restart penalties (seconds) measured on its physical cluster, by application: they
@@ -115,6 +118,9 @@ class SiaOptions:
     pin_restarting: bool = True
     # Largest configuration (GPUs).
     max_gpus: int = 64
+    # With profiles: jobs run in simulation at Sia's calibrated speed (its simulator slows
+    # each application's modelled goodput by a factor fitted to its physical cluster).
+    calibrate: bool = True
 
     def __post_init__(self) -> None:
         if self.p == 0:
@@ -171,6 +177,20 @@ class Sia(Policy):
     @property
     def profiles(self) -> SiaProfiles | None:
         return read_profiles(self.options.profiles) if self.options.profiles else None
+
+    def measured_curve(self, application: str, worker_type: str) -> TrainingCurve | None:
+        """The goodput a job of `application` runs at on `worker_type` in simulation, where
+        the profiles measured it: the bundled training curve (Sia's validation runs are
+        Pollux's) with that type's fitted step-time model and batch limits, its step times
+        stretched by Sia's calibration (`calibrate`)."""
+        profiles = self.profiles
+        if profiles is None:
+            return None
+        profile = profiles.profile(application, worker_type)
+        if profile is None:
+            return None
+        slowdown = SLOWDOWN.get(application, 1.0) if self.options.calibrate else 1.0
+        return _measured_curve(profile, slowdown)
 
     def gpus_per_node(self, worker_types: tuple[str, ...]) -> list[int]:
         return gpus_per_node_of(worker_types, self.node_gpus, self.options.gpus_per_node)
@@ -352,6 +372,22 @@ class Sia(Policy):
         for col in np.nonzero(x > 0.5)[0]:
             chosen[rows_j[col]] = configs[cols_c[col]]
         return chosen
+
+
+@lru_cache(maxsize=256)
+def _measured_curve(profile: TypeProfile, slowdown: float) -> TrainingCurve:
+    perf = profile.perf
+    # Every time term scales with the slowdown, so each step takes `slowdown` times longer.
+    slowed = replace(
+        perf,
+        alpha_c=perf.alpha_c * slowdown,
+        beta_c=perf.beta_c * slowdown,
+        alpha_n=perf.alpha_n * slowdown,
+        beta_n=perf.beta_n * slowdown,
+        alpha_r=perf.alpha_r * slowdown,
+        beta_r=perf.beta_r * slowdown,
+    )
+    return replace(progress_curve(profile.application), perf=slowed, limits=profile.limits)
 
 
 @hookimpl

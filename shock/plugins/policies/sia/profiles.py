@@ -60,6 +60,16 @@ MAX_EPOCHS: Mapping[str, int] = {
 # Largest per-GPU batch where the measurements overstate what fits (Sia's artifact: DeepSpeech2
 # on the RTX 2080 Ti holds 57 samples).
 _MAX_LOCAL_BSZ: Mapping[tuple[str, str], int] = {("deepspeech2", "rtx"): 57}
+# Sia's simulator slows each application's simulated goodput by this factor, fitted to its
+# physical cluster's runs (sia-simulator/simulator_config.py, SLOWDOWNS).
+SLOWDOWN: Mapping[str, float] = {
+    "cifar10": 1.8,
+    "imagenet": 1.2,
+    "yolov3": 1.2,
+    "bert": 1.2,
+    "deepspeech2": 1.2,
+    "ncf": 1.5,
+}
 _PLACEMENTS = ("placement", "local_bsz", "step_time", "sync_time")
 _SCALABILITY = ("local_bsz", "step_time", "sync_time", "num_nodes", "num_replicas")
 _VALIDATION = ("progress", "iteration", "grad_sqr", "grad_var")
