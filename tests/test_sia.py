@@ -315,3 +315,21 @@ def test_the_sia_preset_brings_its_cluster_round_and_node_sizes(tmp_path: Path) 
     # --cluster overrides the preset's.
     other = build_request(RunOptions(policy="sia", preset="sia", cluster="t4=8", trace=str(trace)))
     assert other.cluster.gpus_per_type == {"t4": 8}
+
+
+def test_the_profiles_set_each_types_speed_in_simulation(profiles_dir: Path) -> None:
+    from shock.goodput.progress import Configuration, step_seconds
+
+    policy = sia(profiles_dir)
+    t4, a100 = (policy.measured_curve("cifar10", w) for w in ("t4", "a100"))
+    assert t4 is not None and a100 is not None
+    assert policy.measured_curve("cifar10", "k80") is None  # not measured: bundled model
+    assert policy.measured_curve("bert", "t4") is None
+    config = Configuration(nodes=1, replicas=2, atomic_bsz=64)
+    # The A100 measured 3x faster; both slowed by Sia's calibration for CIFAR-10 (1.8).
+    ratio = step_seconds(t4.perf, config) / step_seconds(a100.perf, config)
+    assert 2.0 < ratio < 3.5
+    plain = sia(profiles_dir, calibrate=False).measured_curve("cifar10", "t4")
+    assert plain is not None
+    assert step_seconds(t4.perf, config) == pytest.approx(1.8 * step_seconds(plain.perf, config))
+    assert t4.limits.max_local_bsz == 128
