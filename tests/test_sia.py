@@ -310,6 +310,10 @@ def test_the_sia_preset_brings_its_cluster_round_and_node_sizes(tmp_path: Path) 
     assert request.cluster.gpus_per_type == {"t4": 24, "a100": 16, "rtx2080ti": 24}
     assert request.cluster.gpus_per_server == {"t4": 4, "a100": 8, "rtx2080ti": 8}
     assert request.config.mechanism.round_length_s == 60.0
+    # Each application's restore time at every (re)start, the first included.
+    costs = request.config.overhead_by_job_type
+    assert costs is not None and (costs["cifar10"], costs["imagenet"]) == (50.0, 250.0)
+    assert request.config.overhead_on_first_start
     assert isinstance(request.policy, Sia)
     assert request.policy.node_gpus == {"t4": 4, "a100": 8, "rtx2080ti": 8}
     # --cluster overrides the preset's.

@@ -197,6 +197,8 @@ def build_request(
     if overhead < 0:
         raise InputError("must be >= 0", field="--preemption-overhead")
     by_type = options.overhead_by_job_type
+    if preset.overhead_by_job_type:
+        by_type = {**preset.overhead_by_job_type, **(by_type or {})}
     first_start = options.overhead_on_first_start or preset.overhead_on_first_start
     if options.start_costs is not None:
         by_type = {**load_start_costs(options.start_costs, cluster.worker_types), **(by_type or {})}
