@@ -337,3 +337,18 @@ def test_the_profiles_set_each_types_speed_in_simulation(profiles_dir: Path) -> 
     assert plain is not None
     assert step_seconds(t4.perf, config) == pytest.approx(1.8 * step_seconds(plain.perf, config))
     assert t4.limits.max_local_bsz == 128
+
+
+def test_the_policy_state_survives_a_snapshot(profiles_dir: Path) -> None:
+    policy = sia(profiles_dir)
+    jobs = (job(0), job(1, arrival=30.0))
+    for r in range(3):
+        policy.allocate(problem(jobs, 600.0 * r), SolverSpec())
+    restored = sia(profiles_dir)
+    restored.restore(policy.snapshot())
+    assert restored.ledger == policy.ledger
+    later = problem(jobs, 2400.0)
+    assert (
+        restored.allocate(later, SolverSpec()).elastic
+        == policy.allocate(later, SolverSpec()).elastic
+    )

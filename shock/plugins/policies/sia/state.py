@@ -67,10 +67,11 @@ class SiaLedger:
 
     @classmethod
     def from_snapshot(cls, data: Mapping[str, Any]) -> SiaLedger:
+        # Snapshots written before the bootstrapping state existed hold only the first two.
         return cls(
             current={int(j): Config(*map(int, c)) for j, c in data["current"].items()},
-            changed_at={int(j): float(t) for j, t in data["changed_at"].items()},
+            changed_at={int(j): float(t) for j, t in data.get("changed_at", {}).items()},
             restarts={int(j): int(n) for j, n in data["restarts"].items()},
-            ran_on={int(j): {int(w) for w in ws} for j, ws in data["ran_on"].items()},
-            most_gpus={int(j): int(n) for j, n in data["most_gpus"].items()},
+            ran_on={int(j): {int(w) for w in ws} for j, ws in data.get("ran_on", {}).items()},
+            most_gpus={int(j): int(n) for j, n in data.get("most_gpus", {}).items()},
         )
