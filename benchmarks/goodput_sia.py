@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    console = Console()
+    console = Console(width=160)  # the fidelity table is wide
     counts = [int(c) for c in args.jobs.split(",") if c]
     rows = [bench_rounds(c, args.rounds, args.profiles) for c in counts]
     models = "Sia's profiles" if args.profiles else "Pollux's models x seeded speeds"
