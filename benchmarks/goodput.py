@@ -17,20 +17,35 @@ training (seeded), with Sia's and Pollux's goodput models from the artifact's me
 Times are CPU seconds (user + system) of this process. Target: sia's round at most 1 s on 64
 GPUs.
 
-    python benchmarks/goodput.py [--jobs 20,40,80,160] [--rounds 5] [--only sia|pollux]
-                                 [--json out.json]
+Fidelity (`--only fidelity`, or with the rest): each row runs `shock run` through the CLI as
+a user types it, on the artifact's workload with its preset, and prints average JCT and
+makespan beside the artifact's own numbers (the ratio: shock / artifact; target within 10%),
+and the CPU seconds (user + system) of the `shock run` process. The artifact's numbers:
+Pollux's README (average JCT of workload 6) and its raw per-job results
+(`simulator/results-jobload/<policy>-1.0/summary.json`, branch osdi21-artifact of
+petuum/adaptdl, c793c70), from which the makespan is the last completion after the first
+arrival. Target: a Pollux run in at most 60 CPU-seconds.
+
+    python benchmarks/goodput.py [--jobs 20,40,80,160] [--rounds 5]
+                                 [--only sia|pollux|fidelity] [--runs pollux,optimus]
+                                 [--json out.json] [--markdown docs/goodput.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -151,7 +166,7 @@ def bench_sia(count: int, rounds: int) -> dict[str, float]:
         problem = problem_for(jobs, SIA_CLUSTER, r * ROUND_S + 1000.0)
         # The cvxpy baseline sees the policy's state before this round's decision.
         cvx_time, cvx_value = cvxpy_sia(policy, problem)
-        before = (dict(policy.ledger.current), dict(policy.ledger.restarts))
+        before = copy.deepcopy(policy.ledger)
         start = cpu_seconds()
         allocation = policy.allocate(problem, solver)
         shock_times.append(cpu_seconds() - start)
@@ -159,10 +174,9 @@ def bench_sia(count: int, rounds: int) -> dict[str, float]:
         assert allocation.elastic is not None
         chosen = {j: (g.worker_type, g.num_nodes, g.gpus) for j, g in allocation.elastic.items()}
         # Evaluate shock's answer with the state the round started from.
-        after = (policy.ledger.current, policy.ledger.restarts)
-        policy.ledger.current, policy.ledger.restarts = before
+        after, policy.ledger = policy.ledger, before
         gaps.append(shock_objective(policy, problem, chosen) - cvx_value)
-        policy.ledger.current, policy.ledger.restarts = after
+        policy.ledger = after
     return {
         "jobs": count,
         "first_round_s": first,
@@ -194,17 +208,137 @@ def bench_pollux(count: int, rounds: int) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True)
+class FidelityRow:
+    """One `shock run` beside the artifact's numbers for the same policy and workload."""
+
+    name: str
+    args: tuple[str, ...]
+    artifact: str  # what the artifact's numbers are
+    avg_jct_s: float
+    makespan_s: float | None
+
+
+POLLUX_WORKLOAD_6 = ("--preset", "pollux", "--trace", str(WORKLOAD))
+POLLUX_SOURCE = "Pollux artifact, workload 6"
+FIDELITY_ROWS: tuple[FidelityRow, ...] = (
+    FidelityRow(
+        "pollux", (*POLLUX_WORKLOAD_6, "--policy", "pollux"), POLLUX_SOURCE, 2446.13125, 58589.0
+    ),
+    FidelityRow(
+        "optimus", (*POLLUX_WORKLOAD_6, "--policy", "optimus"), POLLUX_SOURCE, 5301.875, 66246.0
+    ),
+    FidelityRow(
+        "tiresias_pollux",
+        (*POLLUX_WORKLOAD_6, "--policy", "tiresias_pollux"),
+        POLLUX_SOURCE,
+        3469.69375,
+        78556.0,
+    ),
+    # Sia's rows (its artifact's workloads, `--preset sia`) go here.
+)
+
+
+def run_cli(args: tuple[str, ...]) -> tuple[dict[str, Any], float]:
+    """`shock run ARGS --json FILE` as a child process: its results document and the CPU
+    seconds (user + system) of it and everything it started."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "run.json"
+        command = [sys.executable, "-m", "shock", "run", "--quiet", *args, "--json", str(out)]
+        child = subprocess.Popen(command)
+        _, status, usage = os.wait4(child.pid, 0)
+        if status != 0:
+            raise SystemExit(f"failed ({status}): {' '.join(command)}")
+        document = json.loads(out.read_text())
+    return document, usage.ru_utime + usage.ru_stime
+
+
+def bench_fidelity(names: list[str] | None) -> list[dict[str, Any]]:
+    rows = [r for r in FIDELITY_ROWS if names is None or r.name in names]
+    results = []
+    for row in rows:
+        document, cpu = run_cli(row.args)
+        metrics = document["metrics"]
+        results.append(
+            {
+                "row": row.name,
+                "artifact": row.artifact,
+                "avg_jct_s": metrics["avg_jct_s"],
+                "artifact_avg_jct_s": row.avg_jct_s,
+                "makespan_s": metrics["makespan_s"],
+                "artifact_makespan_s": row.makespan_s,
+                "cpu_s": cpu,
+            }
+        )
+    return results
+
+
+def fidelity_table(results: list[dict[str, Any]]) -> list[list[str]]:
+    lines = [
+        [
+            "policy",
+            "workload",
+            "avg JCT (s)",
+            "artifact",
+            "ratio",
+            "makespan (s)",
+            "artifact",
+            "ratio",
+            "CPU s",
+        ]
+    ]
+    for r in results:
+        makespan_ref = r["artifact_makespan_s"]
+        lines.append(
+            [
+                r["row"],
+                r["artifact"],
+                f"{r['avg_jct_s']:,.0f}",
+                f"{r['artifact_avg_jct_s']:,.0f}",
+                f"{r['avg_jct_s'] / r['artifact_avg_jct_s']:.2f}",
+                f"{r['makespan_s']:,.0f}",
+                "" if makespan_ref is None else f"{makespan_ref:,.0f}",
+                "" if makespan_ref is None else f"{r['makespan_s'] / makespan_ref:.2f}",
+                f"{r['cpu_s']:.1f}",
+            ]
+        )
+    return lines
+
+
+def write_markdown(path: Path, lines: list[list[str]]) -> None:
+    header, *rows = lines
+    text = [
+        "# Goodput-aware policies beside their artifacts",
+        "",
+        "Written by `python benchmarks/goodput.py --only fidelity --markdown "
+        f"{path.as_posix()}`: each policy run through `shock run` on its artifact's workload "
+        "with the artifact's preset, beside the artifact's own numbers (ratio: shock / "
+        "artifact), and the CPU seconds of the `shock run` process.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
+    ]
+    path.write_text("\n".join(text))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", default="20,40,80,160", help="active job counts")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=("sia", "pollux"), default=None)
+    parser.add_argument("--only", choices=("sia", "pollux", "fidelity"), default=None)
+    parser.add_argument("--runs", default=None, help="fidelity rows to run (default: all)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--markdown", type=Path, default=None, help="write the fidelity table")
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.jobs.split(",")]
     began = time.perf_counter()
-    sia = [bench_sia(c, args.rounds) for c in counts] if args.only != "pollux" else []
-    pollux = [bench_pollux(c, args.rounds) for c in counts] if args.only != "sia" else []
+    only = args.only
+    sia = [bench_sia(c, args.rounds) for c in counts] if only in (None, "sia") else []
+    pollux = [bench_pollux(c, args.rounds) for c in counts] if only in (None, "pollux") else []
+    runs = None if args.runs is None else args.runs.split(",")
+    fidelity = bench_fidelity(runs) if only in (None, "fidelity") else []
     console = Console()
     table = Table(title="sia on 64 GPUs (t4=32, v100=16, a100=16): CPU s per round")
     for column in (
@@ -243,9 +377,22 @@ def main(argv: list[str] | None = None) -> int:
         )
     if pollux:
         console.print(table)
+    if fidelity:
+        lines = fidelity_table(fidelity)
+        table = Table(
+            title="beside the artifacts: shock run through the CLI (target: ratio 0.9-1.1)"
+        )
+        for column in lines[0]:
+            table.add_column(column, justify="right")
+        for line in lines[1:]:
+            table.add_row(*line)
+        console.print(table)
+        if args.markdown is not None:
+            write_markdown(args.markdown, lines)
     console.print(f"wall {time.perf_counter() - began:.1f} s")
     if args.json is not None:
-        args.json.write_text(json.dumps({"sia": sia, "pollux": pollux}, indent=1) + "\n")
+        document = {"sia": sia, "pollux": pollux, "fidelity": fidelity}
+        args.json.write_text(json.dumps(document, indent=1) + "\n")
     return 0
 
 

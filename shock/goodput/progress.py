@@ -86,6 +86,7 @@ class TrainingCurve:
     epoch_ends: tuple[float, ...]  # P(1), ..., P(max_epochs)
     batch_sizes: tuple[int, ...]  # validated, ascending
     grads: tuple[tuple[tuple[float, float], ...], ...]  # [size][epoch] -> (sqr, var)
+    iterations: tuple[tuple[int, ...], ...]  # [size][epoch] -> steps done by its end
 
     @property
     def target(self) -> float:
@@ -116,6 +117,19 @@ class TrainingCurve:
             low_sqr + weight * (high_sqr - low_sqr),
             low_var + weight * (high_var - low_var),
         )
+
+    def iterations_by(self, batch_size: int, epoch: int) -> float:
+        """Steps a run at `batch_size` has done by the end of `epoch` (linear between
+        validated sizes, as Pollux's simulator reads them)."""
+        sizes = self.batch_sizes
+        epoch = min(max(epoch, 0), self.max_epochs - 1)
+        size = min(max(batch_size, sizes[0]), sizes[-1])
+        upper = bisect.bisect_left(sizes, size)
+        if sizes[upper] == size:
+            return float(self.iterations[upper][epoch])
+        low, high = sizes[upper - 1], sizes[upper]
+        low_it, high_it = self.iterations[upper - 1][epoch], self.iterations[upper][epoch]
+        return ((size - low) * high_it + (high - size) * low_it) / (high - low)
 
     def gain(self, batch_size: int, epoch: int) -> float:
         """Progress one step at `batch_size` earns during `epoch`."""
@@ -169,4 +183,8 @@ def curve(name: str) -> TrainingCurve:
         )
         for size in sizes
     )  # fmt: skip
-    return TrainingCurve(name, app.limits, app.perf, ends, sizes, grads)
+    iterations = tuple(
+        tuple(runs[size][min(e, len(runs[size]) - 1)].iteration for e in range(epochs))
+        for size in sizes
+    )
+    return TrainingCurve(name, app.limits, app.perf, ends, sizes, grads, iterations)

@@ -38,7 +38,6 @@ import numpy as np
 from shock.api import (
     Allocation,
     ElasticGrant,
-    InputError,
     Policy,
     PolicyInput,
     Register,
@@ -48,8 +47,10 @@ from shock.api import (
     set_generator_state,
     typed_options,
 )
+from shock.goodput.progress import curve, fixed_batch_configuration
 from shock.goodput.restarts import RestartLedger, restart_factor
 from shock.goodput.speedup import application_of, epoch_of, table_for
+from shock.plugins.policies.pollux.limits import FIXED_BATCH, MAX_GPUS, worker_column
 from shock.plugins.policies.pollux.search import SearchSpace, search
 
 _MAX_NODES_PER_JOB = 16
@@ -66,10 +67,13 @@ class PolluxOptions:
     max_gpus_per_job: int = 64
     # The worker type to schedule (Pollux knows one); empty: the one with the most GPUs.
     worker_type: str = ""
+    # Stop a round's search once this many generations in a row found nothing better
+    # (0: always run every generation, as Pollux does).
+    patience: int = 0
 
     def __post_init__(self) -> None:
-        if self.population < 2 or self.generations < 0:
-            raise ValueError("pollux needs population >= 2 and generations >= 0")
+        if self.population < 2 or self.generations < 0 or self.patience < 0:
+            raise ValueError("pollux needs population >= 2, generations >= 0, patience >= 0")
         if self.gpus_per_node < 1 or self.max_gpus_per_job < 1:
             raise ValueError("gpus_per_node and max_gpus_per_job must be at least 1")
 
@@ -102,6 +106,10 @@ class Pollux(Policy):
         # The last round's final population, with the job ids of its rows.
         self.population: np.ndarray | None = None
         self.population_jobs: tuple[int, ...] = ()
+        # GPU-seconds each job has held (Pollux orders jobs by it), counted from its grants
+        # up to the last allocation, then.
+        self.attained: dict[int, float] = {}
+        self.last_now: float | None = None
 
     def with_options(self, values: Mapping[str, str]) -> Pollux:
         return Pollux(typed_options(self.options, values, self.name), self.seed)
@@ -118,6 +126,8 @@ class Pollux(Policy):
             "population": population,
             "population_jobs": list(self.population_jobs),
             "rng": generator_state(self.rng),
+            "attained": {str(j): v for j, v in self.attained.items()},
+            "last_now": self.last_now,
         }
 
     def restore(self, snapshot: Mapping[str, Any]) -> None:
@@ -130,12 +140,16 @@ class Pollux(Policy):
         self.population = None if population is None else np.array(population, dtype=int)
         self.population_jobs = tuple(int(j) for j in snapshot["population_jobs"])
         set_generator_state(self.rng, snapshot["rng"])
+        self.attained = {int(j): float(v) for j, v in snapshot["attained"].items()}
+        last = snapshot["last_now"]
+        self.last_now = None if last is None else float(last)
 
     def allocate(self, problem: PolicyInput, solver: SolverSpec) -> Allocation:
         opts = self.options
-        column = self._worker_column(problem)
+        column = worker_column(problem, opts.worker_type, self.name)
         all_ids = tuple(job.job_id for job in problem.jobs)
         self.ledger.forget_all_but(all_ids)
+        self._count_attained(problem.now, all_ids)
         if not all_ids:
             return Allocation.empty(problem.worker_types)
         nodes = node_sizes(int(problem.capacity[column]), opts.gpus_per_node)
@@ -145,7 +159,7 @@ class Pollux(Policy):
         order = sorted(
             range(len(problem.jobs)),
             key=lambda j: (
-                problem.jobs[j].time_run_s,
+                self.attained.get(problem.jobs[j].job_id, 0.0),
                 problem.jobs[j].arrival_time,
                 problem.jobs[j].job_id,
             ),
@@ -172,6 +186,7 @@ class Pollux(Policy):
                     opts.max_gpus_per_job,
                     t.max_gpus,
                     total,
+                    MAX_GPUS.get(application_of(job.job_type) or "", total),
                 )
                 for job, t in zip(jobs, tables, strict=True)
             ]
@@ -202,23 +217,22 @@ class Pollux(Policy):
             return result
 
         seeds = self._seeds(ids, num_nodes)
-        states, _ = search(seeds, space, fitness, opts.population, opts.generations, self.rng)
+        states, _ = search(
+            seeds, space, fitness, opts.population, opts.generations, self.rng, opts.patience
+        )
         self.population, self.population_jobs = states, ids
         best = states[0]
         return self._allocation(problem, column, jobs, best, tables, all_ids)
 
-    def _worker_column(self, problem: PolicyInput) -> int:
-        """The one worker type Pollux schedules: the one named, else the one with most GPUs."""
-        wanted = self.options.worker_type
-        if wanted:
-            if wanted not in problem.worker_types:
-                raise InputError(
-                    f"policy 'pollux': worker type '{wanted}' is not in the cluster "
-                    f"({', '.join(problem.worker_types)})",
-                    field="--policy-option worker-type",
-                )
-            return problem.worker_types.index(wanted)
-        return int(np.argmax(problem.capacity))
+    def _count_attained(self, now: float, live: tuple[int, ...]) -> None:
+        """Add the GPU-seconds each job held since the last allocation (its grant then)."""
+        if self.last_now is not None:
+            elapsed = max(now - self.last_now, 0.0)
+            for job_id, placed in self.placements.items():
+                self.attained[job_id] = self.attained.get(job_id, 0.0) + elapsed * placed.sum()
+        self.last_now = now
+        keep = set(live)
+        self.attained = {j: v for j, v in self.attained.items() if j in keep}
 
     def _seeds(self, ids: tuple[int, ...], num_nodes: int) -> np.ndarray:
         """The last population re-indexed to this round's jobs (new jobs get no GPUs)."""
@@ -255,11 +269,15 @@ class Pollux(Policy):
             self.most_gpus[job.job_id] = max(self.most_gpus.get(job.job_id, 0), gpus)
             fractions[position[job.job_id], column] = min(1.0, gpus / max(job.scale_factor, 1))
             layout = tuple(int(v) for v in best[row])
-            if application_of(job.job_type) is None:
+            name = application_of(job.job_type)
+            if name is None:
                 elastic[job.job_id] = ElasticGrant(worker, gpus, used, node_gpus=layout)
                 continue
             atomic = int(tables[row].atomic_bsz[used, gpus])
             accum = int(tables[row].accum_steps[used, gpus])
+            if name in FIXED_BATCH:
+                fixed = fixed_batch_configuration(curve(name).limits, used, gpus, FIXED_BATCH[name])
+                atomic, accum = fixed.atomic_bsz, fixed.accum_steps
             elastic[job.job_id] = ElasticGrant(
                 worker,
                 gpus,

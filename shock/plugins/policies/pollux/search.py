@@ -21,13 +21,14 @@ operators are Pollux's:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 _RESET_PROB = 0.1
 _ZERO_ROW_PROB = 0.1
 _ZERO_ENTRY_PROB = 0.1
+_STATE = np.int16
 
 
 @dataclass(frozen=True)
@@ -55,38 +56,42 @@ def crossover(parents_a: np.ndarray, parents_b: np.ndarray, rng: np.random.Gener
 
 
 def mutate(states: np.ndarray, space: SearchSpace, rng: np.random.Generator) -> np.ndarray:
-    states = states.copy()
     pop, jobs, _ = states.shape
     reset = rng.random((pop, jobs), dtype=np.float32) < _RESET_PROB
-    states[reset] = np.broadcast_to(space.base[None], states.shape)[reset]
+    states = np.where(reset[:, :, None], space.base[None].astype(states.dtype), states)
     rows = np.nonzero(rng.random((pop, jobs), dtype=np.float32) < _ZERO_ROW_PROB)
     if len(rows[0]):
         picked = states[rows]
         picked[rng.random(picked.shape, dtype=np.float32) < _ZERO_ENTRY_PROB] = 0
         states[rows] = picked
-    free = space.node_gpus[None, :] - states.sum(axis=1)  # pop x nodes
+    node_gpus = space.node_gpus.astype(states.dtype)
+    free = node_gpus[None, :] - states.sum(axis=1, dtype=states.dtype)  # pop x nodes
     # On each node with free GPUs, about one job grows: any job with probability 1 / jobs,
     # and one of the jobs already there with probability 1 / those jobs.
-    has_free = np.broadcast_to((free > 0)[:, None, :], states.shape)
-    p_free = has_free / np.maximum(has_free.sum(axis=1, keepdims=True), 1)
-    used = has_free & (states > 0)
-    p_used = used / np.maximum(used.sum(axis=1, keepdims=True), 1)
+    has_free = free > 0  # pop x nodes
+    p_free = np.where(has_free, np.float32(1.0 / jobs), np.float32(0.0))[:, None, :]
+    used = (states > 0) & has_free[:, None, :]
+    p_used = used / np.maximum(used.sum(axis=1, keepdims=True, dtype=np.int32), 1).astype(
+        np.float32
+    )
     grow = rng.random(states.shape, dtype=np.float32) < p_free + p_used - p_free * p_used
     where = np.nonzero(grow)
     if len(where[0]):
-        high = space.node_gpus[where[2]] + 1
+        high = node_gpus[where[2]] + 1
         states[where] = rng.integers(np.minimum(states[where], high - 1), high)
     return states
 
 
 def repair(states: np.ndarray, space: SearchSpace, rng: np.random.Generator) -> np.ndarray:
-    states = states.copy()
+    dtype = states.dtype
+    positive = states > 0
     # One distributed job per node: later distributed jobs lose that node.
-    distributed = (states > 0).sum(axis=2) > 1
-    on_node = (states > 0) & distributed[:, :, None]
-    states[(np.cumsum(on_node, axis=1) > 1) & on_node] = 0
+    distributed = positive.sum(axis=2, dtype=np.int32) > 1
+    on_node = positive & distributed[:, :, None]
+    states = np.where((np.cumsum(on_node, axis=1, dtype=np.int32) > 1) & on_node, 0, states)
+    states = states.astype(dtype, copy=False)
     # Per-job GPU and node limits, nodes taken in a random order (only rows over a limit).
-    over = (states.sum(axis=2) > space.max_gpus[None, :]) | (
+    over = (states.sum(axis=2, dtype=np.int32) > space.max_gpus[None, :]) | (
         np.count_nonzero(states, axis=2) > space.max_nodes
     )
     rows = np.nonzero(over)
@@ -99,8 +104,12 @@ def repair(states: np.ndarray, space: SearchSpace, rng: np.random.Generator) -> 
         shuffled = np.where(np.cumsum(shuffled > 0, axis=1) <= space.max_nodes, shuffled, 0)
         states[rows] = np.take_along_axis(shuffled, np.argsort(order, axis=1), axis=1)
     # Node capacities, earlier jobs first.
-    filled = np.minimum(np.cumsum(states, axis=1), space.node_gpus[None, None, :])
-    return np.diff(filled, axis=1, prepend=0)
+    filled = np.minimum(
+        np.cumsum(states, axis=1, dtype=dtype), space.node_gpus.astype(dtype)[None, None, :]
+    )
+    result = filled.copy()
+    result[:, 1:] -= filled[:, :-1]
+    return result
 
 
 def seed_population(
@@ -121,10 +130,16 @@ def search(
     population: int,
     generations: int,
     rng: np.random.Generator,
+    patience: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The final population, best first, and its fitness (higher is better)."""
-    states = seed_population(seeds, population, space, rng)
+    """The final population, best first, and its fitness (higher is better). With
+    `patience` > 0 the search stops early once that many generations in a row have not
+    improved the best state."""
+    # Small integers: GPU counts per node fit in 16 bits, and the arrays move faster.
+    space = replace(space, base=space.base.astype(_STATE))
+    states = seed_population(seeds.astype(_STATE), population, space, rng)
     scores = fitness(states)
+    best, stale = float(scores.max()), 0
     for _ in range(generations):
         pairs = max(1, population // 2)
         a = _tournament(scores, pairs, rng)
@@ -135,6 +150,11 @@ def search(
         pool_scores = np.concatenate([scores, child_scores])
         keep = np.argsort(-pool_scores, kind="stable")[:population]
         states, scores = pool[keep], pool_scores[keep]
+        if patience > 0:
+            stale = stale + 1 if scores[0] <= best else 0
+            best = max(best, float(scores[0]))
+            if stale >= patience:
+                break
     return states, scores
 
 
