@@ -79,6 +79,13 @@ ARTIFACT: dict[str, ArtifactRun] = {
         makespan_s=8929.0 - 401.0,
         cpu_s=77.37 + 0.28,
     ),
+    # The whole of its workloads/saturn/workload-1.csv (160 jobs); 1 h 10 min wall.
+    "saturn-w1": ArtifactRun(
+        "workloads/saturn/workload-1.csv",
+        avg_jct_s=2091.0375,
+        makespan_s=44859.0,
+        cpu_s=602.69 + 1.14,
+    ),
 }
 
 
