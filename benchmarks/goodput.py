@@ -34,6 +34,7 @@ arrival. Target: a Pollux run in at most 60 CPU-seconds.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import os
@@ -165,7 +166,7 @@ def bench_sia(count: int, rounds: int) -> dict[str, float]:
         problem = problem_for(jobs, SIA_CLUSTER, r * ROUND_S + 1000.0)
         # The cvxpy baseline sees the policy's state before this round's decision.
         cvx_time, cvx_value = cvxpy_sia(policy, problem)
-        before = (dict(policy.ledger.current), dict(policy.ledger.restarts))
+        before = copy.deepcopy(policy.ledger)
         start = cpu_seconds()
         allocation = policy.allocate(problem, solver)
         shock_times.append(cpu_seconds() - start)
@@ -173,10 +174,9 @@ def bench_sia(count: int, rounds: int) -> dict[str, float]:
         assert allocation.elastic is not None
         chosen = {j: (g.worker_type, g.num_nodes, g.gpus) for j, g in allocation.elastic.items()}
         # Evaluate shock's answer with the state the round started from.
-        after = (policy.ledger.current, policy.ledger.restarts)
-        policy.ledger.current, policy.ledger.restarts = before
+        after, policy.ledger = policy.ledger, before
         gaps.append(shock_objective(policy, problem, chosen) - cvx_value)
-        policy.ledger.current, policy.ledger.restarts = after
+        policy.ledger = after
     return {
         "jobs": count,
         "first_round_s": first,

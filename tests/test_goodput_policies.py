@@ -167,7 +167,8 @@ def test_sia_prefers_the_faster_gpu_type() -> None:
         capacity=np.array([4.0, 4.0]),
         throughputs=np.array([[1.0, 3.0]]),
     )
-    allocation = Sia().for_run(0).allocate(problem, SolverSpec())
+    # Every job's model known from the start (no bootstrapping).
+    allocation = Sia(SiaOptions(explore=False)).for_run(0).allocate(problem, SolverSpec())
     assert allocation.elastic is not None
     # A linear job with p < 0 and the cluster to itself: all of the faster type's GPUs.
     assert allocation.elastic[0].worker_type == "fast"

@@ -38,3 +38,16 @@ def test_a_negative_per_type_overhead_is_an_input_error() -> None:
 
     with pytest.raises(InputError, match="overhead"):
         simulate([JobSpec(0, LM, 10)], cluster="1:0:0", overhead_by_job_type={LM: -1.0})
+
+
+def test_a_model_family_overhead_covers_its_job_types() -> None:
+    steps = int(default_throughputs().throughput(LM, 1, "v100") * 100)
+    jobs = [JobSpec(0, LM, steps), JobSpec(1, "ResNet-18 (batch size 32)", 1000)]
+    options = {"cluster": "2:0:0", "policy": "max_min_fairness", "overhead_on_first_start": True}
+    plain = simulate(jobs, **options)
+    family = LM.split(" ", 1)[0]
+    by_family = simulate(
+        jobs, **options, preemption_overhead_s=1.0, overhead_by_job_type={family: 9.0}
+    )
+    assert by_family.records[0].jct_s == pytest.approx(plain.records[0].jct_s + 9.0, abs=0.1)
+    assert by_family.records[1].jct_s == pytest.approx(plain.records[1].jct_s + 1.0, abs=0.1)

@@ -28,8 +28,8 @@ JOBS = Trace((JobSpec(0, "ResNet-50 (batch size 16)", 1000),), "one job")
 
 def test_the_built_in_presets_come_from_shocks_plugins() -> None:
     rows = {row.name: row for row in default_registry().listing() if row.kind == "preset"}
-    assert {"default", "gavel", "shockwave", "synergy"} <= set(rows)
-    for name in ("default", "gavel", "shockwave", "synergy"):
+    assert {"default", "gavel", "shockwave", "synergy", "sia"} <= set(rows)
+    for name in ("default", "gavel", "shockwave", "synergy", "sia"):
         assert rows[name].provider == "shock"
         assert rows[name].obj.name == name
         assert rows[name].description

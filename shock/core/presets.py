@@ -57,6 +57,12 @@ class Preset:
     policy_options: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    # Seconds lost per (re)start by job type or model family (`cifar10`), over
+    # preemption_overhead_s; --start-costs and per-type overheads given to a run override them.
+    overhead_by_job_type: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # The cluster it runs on when --cluster is not given (a bundled cluster name); None: the
+    # trace format's, else shock's default.
+    cluster: str | None = None
 
     def __post_init__(self) -> None:
         for name, kind in (
@@ -71,6 +77,8 @@ class Preset:
         # Read-only, so that no run can change what the next one gets.
         options = {policy: tuple(items) for policy, items in self.policy_options.items()}
         object.__setattr__(self, "policy_options", MappingProxyType(options))
+        costs = dict(self.overhead_by_job_type)
+        object.__setattr__(self, "overhead_by_job_type", MappingProxyType(costs))
 
     def options_for(self, policy: str) -> tuple[str, ...]:
         return self.policy_options.get(policy, ())

@@ -191,8 +191,11 @@ def _server_group(
 
     count = integer("count", 1, 1)
     gpus = integer("gpus", None, 1)
-    cpus = amount("cpus", None)
-    memory = amount("memory_gb", None)
+    # A cluster whose simulator models GPUs only may leave out both CPUs and memory (0: not
+    # modelled); one without the other is a mistake.
+    unmodelled = "cpus" not in table and "memory_gb" not in table
+    cpus = 0.0 if unmodelled else amount("cpus", None)
+    memory = 0.0 if unmodelled else amount("memory_gb", None)
     storage = amount("storage_mbps", 500.0)
     return [(gpu_type.strip().lower(), gpus, cpus, memory, storage)] * count
 

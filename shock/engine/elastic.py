@@ -20,7 +20,9 @@ many GPUs, on that many.
 A job of one of Pollux's measured applications progresses at its goodput on the placement
 and batch size it runs with (shock.goodput.progress: its measured step time there, as
 Pollux's simulator interpolates it, else the step-time model's, x the gain of its batch
-size, epoch by epoch); its planned rate is the round's mean progress per second in its
+size, epoch by epoch), on each GPU type by the policy's measurements of that type where it
+has them (`measured_curve`: sia with Sia's profiles); its planned rate is the round's mean
+progress per second in its
 trace's steps. Other jobs run at the throughput table's rate for their GPU count (scaled
 linearly from their scale factor where the table lacks that count). A job whose GPUs changed
 since last round restarts from a checkpoint: the engine's (re)start overhead rules charge
@@ -61,8 +63,12 @@ class ElasticRounds:
         servers_by_column: list[list[list[int]]],
         table: Callable[[], ThroughputTable],
         config: MechanismConfig,
+        curves: Callable[[str, str], TrainingCurve | None] | None = None,
     ) -> None:
         self.worker_types = worker_types
+        # (application, worker type) -> its measured curve on that GPU type, where the run has
+        # per-type measurements (Sia's profiles); else the bundled one for every type.
+        self.curves = curves
         self.servers_by_column = servers_by_column
         self.table_of = table  # the mechanism's table (a resize may replace it)
         self.config = config
@@ -216,7 +222,7 @@ class ElasticRounds:
     ) -> tuple[float, int | None]:
         """Steps/s of the job this round on these GPUs, and the batch size it runs with."""
         replicas = len(gpus)
-        training = curve_of(job.spec.job_type)
+        training = self._curve(job.spec.job_type, self.worker_types[column])
         if training is None:
             rate = self.table_of().throughput(
                 job.spec.job_type, replicas, self.worker_types[column]
@@ -243,6 +249,14 @@ class ElasticRounds:
         else:
             per_second = made / used
         return max(per_second, 1e-12) * total / training.target, config.batch_size
+
+    def _curve(self, job_type: str, worker_type: str) -> TrainingCurve | None:
+        name = application_of(job_type)
+        if name is not None and self.curves is not None:
+            measured = self.curves(name, worker_type)
+            if measured is not None:
+                return measured
+        return curve_of(job_type)
 
     def _configuration(
         self,

@@ -46,7 +46,7 @@ from shock.core.executor import (
     RoundPlan,
     RoundReport,
 )
-from shock.core.model import Cluster, JobSpec
+from shock.core.model import Cluster, JobSpec, model_family_of
 from shock.core.policy import UnitKey
 from shock.core.results import JobRecord, RunCounters, RunResult
 from shock.core.run import RunConfig, RunRequest
@@ -467,7 +467,14 @@ class Engine:
             overhead = default
             if by_type is not None:
                 members = assignment.unit.members
-                overhead = max(by_type.get(m.spec.job_type, default) for m in members)
+                # A job type's own cost, else its model family's (a preset's per-application
+                # costs), else the default.
+                overhead = max(
+                    by_type.get(
+                        m.spec.job_type, by_type.get(model_family_of(m.spec.job_type), default)
+                    )
+                    for m in members
+                )
             charged = overhead > 0 and _charged(
                 assignment, config, ran_last_round, first_round, round_length
             )

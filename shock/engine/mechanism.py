@@ -71,7 +71,13 @@ class Mechanism:
         self.placing = RoundPlacement(cluster, self.worker_types, placement, config)
         # Rounds of an elastic policy's grants (placed and priced apart from time shares).
         self.elastic = ElasticRounds(
-            self.worker_types, self.placing.servers_by_column, lambda: self.table, config
+            self.worker_types,
+            self.placing.servers_by_column,
+            lambda: self.table,
+            config,
+            # A policy that brings per-GPU-type measurements (sia with profiles=PATH) also
+            # gives the goodput jobs run at on each type.
+            curves=getattr(policy, "measured_curve", None),
         )
         order = table.fastest_first(self.worker_types)  # Gavel's order before any shuffle
         self._type_order = [self.worker_types.index(w) for w in order]

@@ -139,7 +139,9 @@ def build_request(
     gpus_per_server = (
         preset.gpus_per_server if options.gpus_per_server is None else options.gpus_per_server
     )
-    cluster_text = options.cluster or default_cluster_for(trace, registry) or DEFAULT_CLUSTER
+    cluster_text = (
+        options.cluster or preset.cluster or default_cluster_for(trace, registry) or DEFAULT_CLUSTER
+    )
     cluster = cluster_from_option(cluster_text, gpus_per_server)
     if options.throughputs:
         table = load_throughputs(options.throughputs)
@@ -195,6 +197,8 @@ def build_request(
     if overhead < 0:
         raise InputError("must be >= 0", field="--preemption-overhead")
     by_type = options.overhead_by_job_type
+    if preset.overhead_by_job_type:
+        by_type = {**preset.overhead_by_job_type, **(by_type or {})}
     first_start = options.overhead_on_first_start or preset.overhead_on_first_start
     if options.start_costs is not None:
         by_type = {**load_start_costs(options.start_costs, cluster.worker_types), **(by_type or {})}

@@ -83,7 +83,7 @@ class ConsolidatedPlacement:
     # Leases first, then every other unit on the GPUs left, as if the kept ones were gone:
     # the mechanism may keep the leases itself and ask only for the others.
     places_around_leases = True
-    default_for_presets = ("default", "pollux")
+    default_for_presets = ("default", "pollux", "sia")
 
     def place(
         self, servers: list[list[int]], requests: list[PlacementRequest]

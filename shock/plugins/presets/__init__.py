@@ -1,3 +1,3 @@
 """The built-in presets: shock's own `default`, and one per artifact whose simulator it
-reproduces (`gavel`, `shockwave`, `synergy`), each with the policy options that artifact's
+reproduces (`gavel`, `shockwave`, `synergy`, `sia`), each with the policy options that artifact's
 baselines need (docs/semantics.md)."""
