@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 from functools import cache
 
+from shock.core.policy import ElasticGrant
 from shock.goodput import applications
 from shock.goodput.model import BatchLimits, PerfParams
 
@@ -59,6 +60,22 @@ def fixed_batch_configuration(
     count = replicas * (accum + 1)
     atomic = max(1, min(atomic, int(limits.max_batch_size / count)))
     return Configuration(nodes, replicas, atomic, accum)
+
+
+def fixed_batch_grant(
+    worker_type: str, gpus: int, nodes: int, limits: BatchLimits, batch_size: int
+) -> ElasticGrant:
+    """A grant that keeps a job's own total batch size on `gpus` GPUs over `nodes` nodes (the
+    baselines that do not adapt batch sizes: Optimus, Tiresias as Pollux's artifact runs it)."""
+    config = fixed_batch_configuration(limits, nodes, gpus, batch_size)
+    return ElasticGrant(
+        worker_type,
+        gpus,
+        nodes,
+        batch_size=config.batch_size,
+        atomic_batch_size=config.atomic_bsz,
+        accumulation_steps=config.accum_steps,
+    )
 
 
 def step_seconds(params: PerfParams, config: Configuration) -> float:

@@ -46,6 +46,7 @@ from shock.goodput.progress import (
     TrainingCurve,
     curve,
     fixed_batch_configuration,
+    fixed_batch_grant,
 )
 from shock.goodput.speedup import application_of
 from shock.plugins.policies.pollux.limits import FIXED_BATCH, MAX_GPUS, worker_column
@@ -178,14 +179,8 @@ def grants_allocation(
         if model.training is None:
             elastic[job.job_id] = ElasticGrant(worker, gpus, nodes)
             continue
-        config = fixed_batch_configuration(model.training.limits, nodes, gpus, model.batch_size)
-        elastic[job.job_id] = ElasticGrant(
-            worker,
-            gpus,
-            nodes,
-            batch_size=config.batch_size,
-            atomic_batch_size=config.atomic_bsz,
-            accumulation_steps=config.accum_steps,
+        elastic[job.job_id] = fixed_batch_grant(
+            worker, gpus, nodes, model.training.limits, model.batch_size
         )
     return Allocation(ids, problem.worker_types, fractions, elastic=elastic)
 

@@ -39,7 +39,7 @@ from shock.api import (
     hookimpl,
     typed_options,
 )
-from shock.goodput.progress import curve, fixed_batch_configuration
+from shock.goodput.progress import curve, fixed_batch_grant
 from shock.goodput.speedup import application_of
 from shock.plugins.policies.pollux.limits import worker_column
 
@@ -142,15 +142,7 @@ class TiresiasPollux(Policy):
             if name is None or batch is None:
                 elastic[job.job_id] = ElasticGrant(worker, gpus, nodes)
                 continue
-            config = fixed_batch_configuration(curve(name).limits, nodes, gpus, batch)
-            elastic[job.job_id] = ElasticGrant(
-                worker,
-                gpus,
-                nodes,
-                batch_size=config.batch_size,
-                atomic_batch_size=config.atomic_bsz,
-                accumulation_steps=config.accum_steps,
-            )
+            elastic[job.job_id] = fixed_batch_grant(worker, gpus, nodes, curve(name).limits, batch)
         return Allocation(ids, problem.worker_types, fractions, elastic=elastic)
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shock.core.errors import InputError
+from shock.api import InputError
 from shock.goodput.fit import StepTimes, fit_perf_params
 from shock.goodput.model import BatchLimits, GoodputModel, GradParams, PerfParams
 
