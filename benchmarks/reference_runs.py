@@ -35,7 +35,17 @@ RUNS: dict[str, tuple[str, ...]] = {
     "synergy-proportional": (*SYNERGY, "--placement", "proportional"),
     "synergy-tune": (*SYNERGY, "--placement", "tune"),
     "synergy-greedy": (*SYNERGY, "--placement", "greedy"),
-    "shockwave": (*SHOCKWAVE, "--preset", "shockwave", "--policy", "shockwave"),
+    # Its MILPs stop at a wall-clock limit (2 s by default), so a busy machine changes the
+    # schedule; a limit no solve reaches makes the run reproducible.
+    "shockwave": (
+        *SHOCKWAVE,
+        "--preset",
+        "shockwave",
+        "--policy",
+        "shockwave",
+        "--policy-option",
+        "time_limit_s=600",
+    ),
     "shockwave-las": (*SHOCKWAVE, "--preset", "shockwave", "--policy", "max_min_fairness"),
     "packed": ("--preset", "gavel", "--policy", "max_min_fairness_packed"),
     "ftf": ("--preset", "gavel", "--policy", "finish_time_fairness_perf"),
