@@ -281,7 +281,7 @@ def byte_compile() -> None:
 def write_plugin_manifest() -> None:
     """One command before the timed ones, as any user's first: it loads every plugin and
     writes the manifest from which later commands import only the plugin modules they use
-    (`shock.core.plugin_manifest`)."""
+    (`shock.util.plugin_manifest`)."""
     subprocess.run([*shock_command(), "plugins"], check=True, capture_output=True)
 
 

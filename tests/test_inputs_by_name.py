@@ -11,12 +11,12 @@ from shock_cli import run_shock
 from typer.testing import CliRunner
 
 from shock.cli.app import app
-from shock.core.bundled import bundled_throughputs, bundled_traces, resolve_trace
 from shock.core.errors import InputError, ShockWarning
 from shock.core.plugins import default_registry
 from shock.core.throughputs import load_throughputs
 from shock.core.trace import read_trace
 from shock.engine.runner import RunOptions, build_request, bundled_trace_path, parse_window
+from shock.util.bundled import bundled_throughputs, bundled_traces, resolve_trace
 
 
 def test_a_bundled_trace_by_name_is_the_bundled_file(tmp_path: Path) -> None:

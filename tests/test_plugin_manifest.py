@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from shock.core.errors import UnknownPluginError
-from shock.core.plugin_manifest import manifest_path
 from shock.core.plugins import (
     PluginRegistry,
     cached_registry,
     installed_entry_points,
     load_plugins,
 )
+from shock.util.plugin_manifest import manifest_path
 
 
 @pytest.fixture

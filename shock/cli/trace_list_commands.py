@@ -6,12 +6,12 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from shock.core.bundled import bundled_throughputs, bundled_traces
 from shock.core.errors import ShockError
 from shock.core.plugins import default_registry
 from shock.core.throughputs import load_throughputs
 from shock.core.trace import default_cluster_for, read_trace
 from shock.engine.runner import DEFAULT_CLUSTER
+from shock.util.bundled import bundled_throughputs, bundled_traces
 
 
 def traces_command() -> None:

@@ -19,7 +19,7 @@ import pluggy
 
 from shock.core import hookspecs
 from shock.core.errors import ShockError, UnknownPluginError
-from shock.core.plugin_manifest import (
+from shock.util.plugin_manifest import (
     DeclaredPlugin,
     InstalledEntryPoint,
     forget_manifest,

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from shock.core.bundled import resolve_throughputs
 from shock.core.errors import InputError
+from shock.util.bundled import resolve_throughputs
 
 JobKey = tuple[str, int]
 # Gavel's tables measure gangs spread over servers under `<type>_unconsolidated`.

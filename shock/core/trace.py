@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from shock.core.bundled import resolve_trace
 from shock.core.errors import InputError
 from shock.core.model import JobSpec
+from shock.util.bundled import resolve_trace
 
 if TYPE_CHECKING:
     from shock.core.plugins import PluginRegistry

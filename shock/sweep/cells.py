@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shock import __version__
-from shock.core.bundled import resolve_throughputs, resolve_trace
 from shock.core.errors import InputError
 from shock.engine.runner import RunOptions, bundled_trace_path, parse_window
 from shock.sweep.spec import RUN_OPTIONS, CellSpec
+from shock.util.bundled import resolve_throughputs, resolve_trace
 
 KEY_LENGTH = 16  # hex digits: 64 bits, ample for the cells of any sweep
 
