@@ -1,8 +1,8 @@
 """End to end on loopback: Pollux on the gRPC cluster with elastic jobs. `shock run --backend
-grpc --policy pollux --preset pollux` on a Pollux workload CSV; its jobs (Pollux's `bert`,
-run by its stand-in, the small Transformer of `python -m shock.workloads.run`) change GPU
-count between rounds: relaunched on their new GPUs (one process per GPU, gloo on the CPU),
-resuming from their checkpoints."""
+grpc --policy pollux --preset pollux` on a Pollux workload CSV; its job (Pollux's `bert`,
+run by its stand-in, the small Transformer of `python -m shock.workloads.run`) changes GPU
+count between rounds: relaunched on its new GPUs (one process per GPU, gloo on the CPU),
+resuming from its checkpoint."""
 
 from __future__ import annotations
 
