@@ -127,16 +127,29 @@ def _build_families() -> Mapping[str, Family]:
 
 FAMILIES: Mapping[str, Family] = _build_families()
 
+# Pollux's applications (its workload CSVs' job types, `bert (batch size 256)`) run as the
+# family whose small workload does the same kind of task.
+POLLUX_STAND_INS: Mapping[str, str] = MappingProxyType({
+    "bert": "Transformer",
+    "cifar10": "ResNet-18",
+    "deepspeech2": "LM",
+    "imagenet": "ResNet-50",
+    "ncf": "Recommendation",
+    "yolov3": "ResNet-50",
+})  # fmt: skip
+
 
 def parse_job_type(text: str) -> tuple[str, int]:
-    """`"ResNet-18 (batch size 32)"` -> `("ResNet-18", 32)`; a clear error otherwise."""
+    """`"ResNet-18 (batch size 32)"` -> `("ResNet-18", 32)`; a Pollux application's type
+    names its stand-in (`"bert (batch size 256)"` -> `("Transformer", 256)`); a clear error
+    otherwise."""
     match = _JOB_TYPE.match(text)
     if match is None:
         raise UnknownJobTypeError(
             f"job type {text!r} is not '<family> (batch size <N>)'; "
             f"families: {', '.join(FAMILIES)}"
         )
-    name = match.group("family")
+    name = POLLUX_STAND_INS.get(match.group("family"), match.group("family"))
     family = FAMILIES.get(name)
     if family is None:
         raise UnknownJobTypeError(

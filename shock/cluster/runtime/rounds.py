@@ -16,7 +16,14 @@ from shock.cluster.launch import launch_grant
 from shock.cluster.names import placement_text
 from shock.cluster.runtime.base import RuntimeBase
 from shock.cluster.runtime.messages import ExtendLease, Launch, Preempt
-from shock.cluster.runtime.state import HARNESS_ADAPTATIONS, Placement, Run, TrackedJob
+from shock.cluster.runtime.state import (
+    HARNESS_ADAPTATIONS,
+    Placement,
+    Run,
+    TrackedJob,
+    launch_steps,
+    samples_per_step,
+)
 from shock.core.executor import (
     MeasuredRate,
     PlannedUnit,
@@ -153,7 +160,7 @@ class Rounds(RuntimeBase):
             command = job.command
             launch = Launch(
                 run_id=run_id, job_id=job_id, job_type=spec.job_type,
-                target_steps=spec.total_steps if command is None else command.steps,
+                target_steps=launch_steps(spec) if command is None else command.steps,
                 checkpoint_dir=str(directory), gpus=gpus,
                 lease_s=lease_until - now, seed=self.request.config.seed + job_id,
                 adaptation=(
@@ -204,7 +211,14 @@ class Rounds(RuntimeBase):
         }
 
     def _credit_target(self, job: TrackedJob) -> float:
+        """The job's progress in the engine's units: steps, or samples for a job that
+        counts its work in samples (its share of the steps it trains for)."""
         total = job.target_steps
+        if samples_per_step(job.spec) > 1:
+            if job.completed_at is not None:
+                return float(job.spec.total_steps)
+            done = job.spec.total_steps * min(job.step, total) / total
+            return float(min(done, job.spec.total_steps - 1))
         if job.completed_at is not None:
             return float(total)
         return float(min(job.step, total - 1))

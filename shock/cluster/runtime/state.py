@@ -7,7 +7,8 @@ from pathlib import Path
 
 from shock.cluster.job_command import JobCommand
 from shock.cluster.runtime.messages import Command
-from shock.core.model import JobSpec
+from shock.core.model import JobSpec, batch_size_of, model_family_of
+from shock.workloads.families import POLLUX_STAND_INS
 
 # Adaptation modes the training harness carries out itself (shock/job/adaptation.py).
 HARNESS_ADAPTATIONS = frozenset({"static", "accordion", "gns"})
@@ -104,8 +105,22 @@ class TrackedJob:
 
     def __post_init__(self) -> None:
         self.job_type = self.job_type or self.spec.job_type
-        self.target_steps = self.target_steps or self.spec.total_steps
+        self.target_steps = self.target_steps or launch_steps(self.spec)
 
     @property
     def job_id(self) -> int:
         return self.spec.job_id
+
+
+def samples_per_step(spec: JobSpec) -> int:
+    """How much of the engine's work one training step does: a Pollux workload's job counts
+    its work in samples (shock/traces/pollux.py), a step trains its batch; others count steps."""
+    if spec.elastic and model_family_of(spec.job_type) in POLLUX_STAND_INS:
+        return batch_size_of(spec.job_type) or 1
+    return 1
+
+
+def launch_steps(spec: JobSpec) -> int:
+    """The steps the job trains for: its trace's work in training steps."""
+    per_step = samples_per_step(spec)
+    return -(-spec.total_steps // per_step)
