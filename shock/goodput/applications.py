@@ -31,8 +31,6 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-import numpy as np
-
 from shock.goodput.fit import StepTimes, fit_perf_params
 from shock.goodput.model import BatchLimits, GoodputModel, GradParams, PerfParams
 
@@ -119,14 +117,7 @@ def application(name: str) -> Application:
         local.append(int(row["local_bsz"]))
         step.append(float(row["step_time"]))
         sync.append(float(row["sync_time"]))
-    step_arr, sync_arr = np.array(step), np.array(sync)
-    times = StepTimes(
-        num_nodes=np.array(nodes),
-        num_replicas=np.array(replicas),
-        atomic_bsz=np.array(local),
-        compute_time=np.maximum(step_arr - sync_arr, 1e-6),
-        step_time=step_arr,
-    )
+    times = StepTimes.from_profile(nodes, replicas, local, step, sync)
     validation: dict[int, tuple[EpochStats, ...]] = {}
     for path in folder.glob("validation-*.csv"):
         size = int(path.stem.split("-")[-1])

@@ -36,6 +36,26 @@ class StepTimes:
     compute_time: np.ndarray
     step_time: np.ndarray
 
+    @classmethod
+    def from_profile(
+        cls,
+        nodes: list[int],
+        replicas: list[int],
+        local_bsz: list[int],
+        step_time: list[float],
+        sync_time: list[float],
+    ) -> StepTimes:
+        """From a profile's rows (Pollux's and Sia's measured step and synchronisation times):
+        compute time is what the step spends outside synchronisation."""
+        steps, syncs = np.array(step_time), np.array(sync_time)
+        return cls(
+            num_nodes=np.array(nodes),
+            num_replicas=np.array(replicas),
+            atomic_bsz=np.array(local_bsz),
+            compute_time=np.maximum(steps - syncs, 1e-6),
+            step_time=steps,
+        )
+
     def __post_init__(self) -> None:
         sizes = {
             len(a)

@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import numpy as np
-
 from shock.api import InputError
 from shock.goodput.fit import StepTimes, fit_perf_params
 from shock.goodput.model import BatchLimits, GoodputModel, GradParams, PerfParams
@@ -219,14 +217,7 @@ def _read_type(folder: Path, name: str, suffix: str) -> TypeProfile:
             raise InputError("step_time must be > 0", path=where, field="step_time")
     if not one_gpu:
         raise InputError("no one-GPU placement (placement 1)", path=placements, field="placement")
-    step_arr, sync_arr = np.array(step), np.array(sync)
-    times = StepTimes(
-        num_nodes=np.array(nodes),
-        num_replicas=np.array(replicas),
-        atomic_bsz=np.array(local),
-        compute_time=np.maximum(step_arr - sync_arr, 1e-6),
-        step_time=step_arr,
-    )
+    times = StepTimes.from_profile(nodes, replicas, local, step, sync)
     validated = sorted(int(p.stem.split("-")[-1]) for p in folder.glob("validation-*.csv"))
     limits = BatchLimits(
         init_batch_size=validated[0],
