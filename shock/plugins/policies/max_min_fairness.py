@@ -115,19 +115,16 @@ def _job_classes(
     if m == 0:
         empty = np.zeros(0, dtype=np.intp)
         return empty, empty, np.zeros(0)
-    # Each job's row (rates, then scale factor) as bytes, numbered in order of appearance by
-    # a dictionary. Adding 0.0 turns -0.0 into 0.0, which compares equal to it.
+    # Each job's row (rates, then scale factor) as bytes, numbered in order of appearance
+    # (dict.fromkeys keeps the first of equal keys, in order). Adding 0.0 turns -0.0 into
+    # 0.0, which compares equal to it.
     rows = np.empty((m, rates.shape[1] + 1))
     rows[:, :-1] = rates
     rows[:, -1] = scale_factors
     rows += 0.0
-    width = rows.shape[1] * rows.itemsize
-    data = rows.tobytes()
-    number: dict[bytes, int] = {}
-    class_of = [
-        number.setdefault(data[k : k + width], len(number)) for k in range(0, m * width, width)
-    ]
-    class_of_job = np.array(class_of, dtype=np.intp)
+    keys = rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel().tolist()
+    number = {key: index for index, key in enumerate(dict.fromkeys(keys))}
+    class_of_job = np.fromiter(map(number.__getitem__, keys), np.intp, m)
     classes = len(number)
     sizes = np.bincount(class_of_job, minlength=classes).astype(float)
     # Each class's first job: where the highest class so far goes up (classes are numbered
