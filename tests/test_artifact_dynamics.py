@@ -64,7 +64,7 @@ def test_gns_doubles_one_step_at_a_time_and_looks_one_epoch_ahead() -> None:
     pattern = default_registry().get("adaptation", "gns").batch_sizes(job, 760)
 
     def target(batch_size: int, epoch: int) -> int:
-        return gns_target((pattern[epoch], pattern[epoch + 1]), "LM", batch_size)
+        return gns_target(lambda: (pattern[epoch], pattern[epoch + 1]), "LM", batch_size)
 
     assert target(10, 9) == 10
     assert target(10, 10) == 20  # epoch 11 is bigger: ask now

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from shock.api import (
     JobSpec,
@@ -81,13 +82,15 @@ def accordion_target(model: str, initial_batch_size: int, batch_size: int, epoch
     return batch_size
 
 
-def gns_target(pattern_sizes: tuple[int, int], model: str, batch_size: int) -> int:
+def gns_target(
+    pattern_sizes: Callable[[], tuple[int, int]], model: str, batch_size: int
+) -> int:
     """Double the batch size when the GNS pattern is above it at the current epoch or the
-    next one (`pattern_sizes`), unless it is at the model's limit."""
+    next one (`pattern_sizes()`, asked only below the model's limit, where it can matter)."""
     limit = gns_rules().batch_size_limit.get(model)
     if limit is not None and batch_size >= limit:
         return batch_size
-    if max(pattern_sizes) > batch_size:
+    if max(pattern_sizes()) > batch_size:
         return 2 * batch_size
     return batch_size
 
@@ -174,7 +177,10 @@ class ArtifactBatchDynamics:
             model = initial.model_family
             epoch = self._epoch(model, current, state.steps_done)
             if initial.mode == "gns":
-                target = gns_target(self._gns_sizes(initial, epoch), model, current)
+                # (At the model's limit the batch size never changes again: the pattern, and
+                # its length, no longer matter.)
+                sizes = partial(self._gns_sizes, initial, epoch)
+                target = gns_target(sizes, model, current)
             else:
                 target = accordion_target(model, initial_size, current, epoch)
             if target != current:
