@@ -15,6 +15,8 @@ from shock.core.throughputs import load_throughputs
 from shock.core.trace import read_trace
 from shock.engine.epochs import datasets, epoch_profile, num_epochs, steps_per_epoch
 from shock.engine.runner import bundled_trace_path
+from shock.plugins.adaptation import gns as gns_module
+from shock.plugins.adaptation.patterns import GnsRules, GnsSchedule, GnsSegment, gns_rules
 
 WISR = load_throughputs(bundled_trace_path().parent.parent / "shockwave_wisr_throughputs.json")
 
@@ -56,6 +58,44 @@ def test_gns_never_exceeds_the_model_limit() -> None:
             sizes = pattern("gns", f"{entry} (batch size {size})", 800)
             limit = {"ResNet-18": 256, "ResNet-50": 128, "LM": 80, "Recommendation": 8192}
             assert max(sizes) <= max(limit.get(entry, size), size)
+
+
+def test_gns_batch_size_at_is_the_patterns_entry() -> None:
+    # Every bundled schedule (and sizes without one, above the limit included), at lengths
+    # around each schedule's threshold and past it, every epoch.
+    gns = default_registry().get("adaptation", "gns")
+    for model, initial, scale_factor in [*gns_rules().schedules, ("LM", 160, 1), ("LM", 7, 8)]:
+        job = JobSpec(0, f"{model} (batch size {initial})", 1, scale_factor=scale_factor)
+        threshold = gns_rules().schedules.get((model, initial, scale_factor))
+        low = threshold.min_num_epochs_exclusive if threshold else 5
+        for length in (1, low, low + 1, low + 2, 95, 760, 1203):
+            sizes = gns.batch_sizes(job, length)
+            assert [gns.batch_size_at(job, length, e) for e in range(length)] == sizes
+
+
+def test_gns_batch_size_at_follows_segments_counted_from_the_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Segments may start before 0 (Python indexes them from the end, one epoch at a time,
+    # and then sparing "the last epoch" only by its own index): batch_size_at agrees.
+    segments = (
+        GnsSegment(2, 6, 2, True),
+        GnsSegment(-3, None, 4, False),
+        GnsSegment(-6, -4, 8, False),
+        GnsSegment(-2, 3, 16, False),
+    )
+    rules = GnsRules({"LM": 1000}, {("LM", 10, 1): GnsSchedule(1, segments)})
+    monkeypatch.setattr(gns_module, "gns_rules", lambda: rules)
+    gns = gns_module.GnsAdaptation()
+    job = JobSpec(0, "LM (batch size 10)", 1, mode="gns")
+    for length in range(6, 14):
+        sizes = gns.batch_sizes(job, length)
+        assert [gns.batch_size_at(job, length, e) for e in range(length)] == sizes
+    # Shorter than a segment reaches back: both fail alike.
+    with pytest.raises(IndexError):
+        gns.batch_sizes(job, 5)
+    with pytest.raises(IndexError):
+        gns.batch_size_at(job, 5, 0)
 
 
 def test_accordion_warm_up_is_the_first_30_percent() -> None:

@@ -20,6 +20,8 @@ from shock.engine.mechanism import Mechanism
 from shock.engine.runner import RunOptions, build_request, bundled_trace_path
 from shock.engine.units import JobState
 from shock.plugins.adaptation.artifact_simulator import (
+    GNS_PATTERN_EPOCHS,
+    ArtifactBatchDynamics,
     accordion_target,
     gns_target,
     rescale_rounded_up,
@@ -60,13 +62,56 @@ def test_gns_doubles_one_step_at_a_time_and_looks_one_epoch_ahead() -> None:
     # LM from 10 on one GPU: the measured schedule is x2 from epoch 11, x4 from 21, x8 from 41.
     job = JobSpec(0, "LM (batch size 10)", 10**6, mode="gns")
     pattern = default_registry().get("adaptation", "gns").batch_sizes(job, 760)
-    assert gns_target(pattern, "LM", 10, 9) == 10
-    assert gns_target(pattern, "LM", 10, 10) == 20  # epoch 11 is bigger: ask now
-    assert gns_target(pattern, "LM", 20, 10) == 20
-    assert gns_target(pattern, "LM", 20, 20) == 40
-    assert gns_target(pattern, "LM", 10, 45) == 20  # far behind: still a single doubling
-    assert gns_target(pattern, "LM", 40, 40) == 80
-    assert gns_target(pattern, "LM", 80, 100) == 80  # the model's limit
+
+    def target(batch_size: int, epoch: int) -> int:
+        return gns_target(lambda: (pattern[epoch], pattern[epoch + 1]), "LM", batch_size)
+
+    assert target(10, 9) == 10
+    assert target(10, 10) == 20  # epoch 11 is bigger: ask now
+    assert target(20, 10) == 20
+    assert target(20, 20) == 40
+    assert target(10, 45) == 20  # far behind: still a single doubling
+    assert target(40, 40) == 80
+    assert target(80, 100) == 80  # the model's limit
+
+
+class _PatternsOnly:
+    """A GNS plugin with only the contract's batch_sizes (no batch_size_at)."""
+
+    def __init__(self) -> None:
+        self._gns = default_registry().get("adaptation", "gns")
+
+    def batch_sizes(self, job: JobSpec, num_epochs: int) -> list[int]:
+        sizes: list[int] = self._gns.batch_sizes(job, num_epochs)
+        return sizes
+
+
+class _OnePlugin:
+    def __init__(self, plugin: object) -> None:
+        self.plugin = plugin
+
+    def get(self, kind: str, name: str) -> object:
+        return self.plugin
+
+
+def test_the_gns_pattern_is_drawn_again_only_when_it_falls_short() -> None:
+    # LM from 5 on 4 GPUs: its last epoch falls back to 5 (a segment that spares it), so the
+    # pattern's length shows in its last entry. The pattern stays 760 long, then grows to
+    # epoch + 2 when the next epoch is past its end, and is kept (not shortened) after.
+    job = JobSpec(0, "LM (batch size 5)", 10**9, scale_factor=4, mode="gns")
+    gns = default_registry().get("adaptation", "gns")
+    epochs_and_lengths = [(0, 760), (100, 760), (758, 760), (759, 761), (900, 902), (899, 902)]
+    answers = {}
+    for name, plugin in (("built-in", gns), ("batch_sizes only", _PatternsOnly())):
+        dynamics = ArtifactBatchDynamics([job], _OnePlugin(plugin), lambda t, s: True)
+        answers[name] = [dynamics._gns_sizes(job, epoch) for epoch, _ in epochs_and_lengths]
+    expected = []
+    for epoch, length in epochs_and_lengths:
+        pattern = gns.batch_sizes(job, length)
+        expected.append((pattern[epoch], pattern[epoch + 1]))
+    assert answers["built-in"] == answers["batch_sizes only"] == expected
+    assert GNS_PATTERN_EPOCHS == 760
+    assert expected[3] == (80, 5)  # the last epoch's own rule, at length 761
 
 
 def test_rescaling_rounds_completed_epochs_up_and_keeps_total_epochs() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from shock_cli import run_shock as _shock
 from typer.testing import CliRunner
 
 from shock import __version__
-from shock.cli.app import app
+from shock.cli.app import COMMANDS, GROUPS, OWN_COMMANDS, app
 from shock.core.errors import InputError
 from shock.core.hookspecs import hookimpl
 from shock.engine.runner import RunOptions, build_request, parse_window
@@ -235,6 +237,37 @@ def test_no_args_shows_help() -> None:
     result = CliRunner().invoke(app, [])
     assert "run" in result.output
     assert "plugins" in result.output
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    # `shock run` (here --help, which builds the same application) imports none of the other
+    # commands' modules; `shock trace ...` imports the trace commands and not the others;
+    # `shock --help` lists every command.
+    probe = (
+        "import sys\n"
+        "from shock.cli.app import COMMANDS, GROUPS, main\n"
+        "sys.argv = ['shock', *sys.argv[1:]]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = sorted({m for _, m, _ in (*GROUPS, *COMMANDS)} & sys.modules.keys())\n"
+        "print('LOADED', *loaded)\n"
+    )
+
+    def loaded(*args: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split("LOADED")[-1].split()
+
+    assert loaded("run", "--help") == []
+    assert loaded("version") == []
+    assert loaded("trace", "--help") == ["shock.cli.trace_commands"]
+    every = CliRunner().invoke(app, ["--help"]).output
+    for name, _, _ in (*GROUPS, *COMMANDS, *((n, "", "") for n in OWN_COMMANDS)):
+        assert f" {name} " in every
 
 
 # --------------------------------------------------------------------------- option parsing

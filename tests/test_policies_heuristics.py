@@ -4,6 +4,8 @@ matching against brute force, feasibility on random inputs, and whole simulated 
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from types import ModuleType
 
 import numpy as np
@@ -287,6 +289,28 @@ def test_match_jobs_fronts_on_interchangeable_lanes() -> None:
     # A job with no finite lane time, or a type without lanes, is never matched.
     matching = match_jobs(np.array([[np.inf, 1.0], [2.0, np.inf]]), np.array([1, 0]))
     np.testing.assert_array_equal(matching.column, [-1, 0])
+
+
+def test_allox_assignment_is_scipys_without_scipy_optimize() -> None:
+    # AlloX loads scipy's assignment from its extension module alone: in a fresh process,
+    # scipy.optimize's package (all its optimisers) is never imported.
+    probe = (
+        "import sys; from shock.plugins.policies.allox import _assignment_solver; "
+        "_assignment_solver(); print(sorted(m for m in sys.modules if m.startswith('scipy')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["['scipy.optimize._lsap']"]
+    # The same function as the public one: equal answers, ties included (integer costs with
+    # many equal entries; rectangular both ways).
+    from scipy.optimize import linear_sum_assignment
+
+    solve = allox._assignment_solver()
+    rng = np.random.default_rng(0)
+    for shape in [(5, 5), (4, 9), (9, 4), (30, 40)]:
+        costs = rng.integers(0, 3, size=shape).astype(float)
+        for ours, public in zip(solve(costs), linear_sum_assignment(costs), strict=True):
+            np.testing.assert_array_equal(ours, public)
 
 
 def brute_force_sum_of_completions(p: PolicyInput) -> float:

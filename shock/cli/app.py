@@ -1,11 +1,18 @@
-"""The `shock` command line."""
+"""The `shock` command line.
+
+Commands other than `run`, `plugins` and `version` live in their own modules, listed in
+COMMANDS and GROUPS; a command line imports only the module of the command it names (all of
+them for `shock --help` or a name it does not know), so `shock run` starts without the
+cluster service, trace importers, figures and the rest.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -13,66 +20,88 @@ from rich.markup import escape
 
 from shock import __version__
 from shock.cli.backend_args import RunCommand, extra_option_items
-from shock.cli.bench_commands import bench_app
-from shock.cli.cluster_commands import serve_command, worker_command
-from shock.cli.cluster_list_commands import clusters_command
-from shock.cli.compare_commands import compare_command
-from shock.cli.job_commands import (
-    cancel_command,
-    jobs_command,
-    logs_command,
-    submit_command,
-    users_command,
-    watch_command,
-)
 from shock.cli.output import plugins_table, print_run_header, summary_table
-from shock.cli.plot_commands import plot_command, report_command
-from shock.cli.profile_commands import profile_command
 from shock.cli.progress import (
     ProgressLines,
     ProgressObserver,
     wants_progress,
     wants_progress_lines,
 )
-from shock.cli.sweep_commands import sweep_command
-from shock.cli.synergy_commands import synergy_trace_command
-from shock.cli.trace_commands import trace_app
-from shock.cli.trace_import_commands import convert_command, import_command
-from shock.cli.trace_list_commands import traces_command
 from shock.core.errors import InputError, ShockError, ShockWarning
 from shock.core.plugins import default_registry
 from shock.core.results import document_text
 from shock.engine.runner import DEFAULT_CLUSTER, DEFAULT_POLICY, RunOptions, parse_window, run
 from shock.engine.throughput_estimator import EstimatorOptions
 
-app = typer.Typer(
-    name="shock",
-    help="Plugin-based scheduler and simulator for deep-learning GPU clusters.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+# Sub-applications (name, module, Typer object) and commands (name, module, function), in the
+# order `shock --help` lists them, before this module's own run, plugins and version.
+GROUPS: tuple[tuple[str, str, str], ...] = (
+    ("trace", "shock.cli.trace_commands", "trace_app"),
+    ("bench", "shock.cli.bench_commands", "bench_app"),
 )
-app.add_typer(trace_app, name="trace")
-app.add_typer(bench_app, name="bench")
-app.command("profile")(profile_command)
-app.command("serve")(serve_command)
-app.command("worker")(worker_command)
-app.command("clusters")(clusters_command)
-app.command("traces")(traces_command)
-app.command("submit")(submit_command)
-app.command("jobs")(jobs_command)
-app.command("cancel")(cancel_command)
-app.command("logs")(logs_command)
-app.command("watch")(watch_command)
-app.command("users")(users_command)
-app.command("sweep")(sweep_command)
-app.command("plot")(plot_command)
-app.command("report")(report_command)
-trace_app.command("synergy")(synergy_trace_command)
-# Public production traces in, shock traces between formats.
-trace_app.command("import")(import_command)
-trace_app.command("convert")(convert_command)
-app.command("compare")(compare_command)
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("profile", "shock.cli.profile_commands", "profile_command"),
+    ("serve", "shock.cli.cluster_commands", "serve_command"),
+    ("worker", "shock.cli.cluster_commands", "worker_command"),
+    ("clusters", "shock.cli.cluster_list_commands", "clusters_command"),
+    ("traces", "shock.cli.trace_list_commands", "traces_command"),
+    ("submit", "shock.cli.job_commands", "submit_command"),
+    ("jobs", "shock.cli.job_commands", "jobs_command"),
+    ("cancel", "shock.cli.job_commands", "cancel_command"),
+    ("logs", "shock.cli.job_commands", "logs_command"),
+    ("watch", "shock.cli.job_commands", "watch_command"),
+    ("users", "shock.cli.job_commands", "users_command"),
+    ("sweep", "shock.cli.sweep_commands", "sweep_command"),
+    ("plot", "shock.cli.plot_commands", "plot_command"),
+    ("report", "shock.cli.plot_commands", "report_command"),
+    ("compare", "shock.cli.compare_commands", "compare_command"),
+)
+
+OWN_COMMANDS = ("run", "plugins", "version")
+
+
+def _loaded(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(module), name)
+
+
+def build_app(command: str | None = None) -> typer.Typer:
+    """The `shock` application: with `command` one of COMMANDS or GROUPS, only that one
+    besides run, plugins and version (whose help and behaviour are the same); else all."""
+    wanted = {name for name, _, _ in (*GROUPS, *COMMANDS)}
+    if command in OWN_COMMANDS:
+        wanted = set()
+    elif command in wanted:
+        wanted = {command}
+    built = typer.Typer(
+        name="shock",
+        help="Plugin-based scheduler and simulator for deep-learning GPU clusters.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    for name, module, attribute in GROUPS:
+        if name in wanted:
+            built.add_typer(_loaded(module, attribute), name=name)
+    for name, module, attribute in COMMANDS:
+        if name in wanted:
+            built.command(name)(_loaded(module, attribute))
+    built.command(
+        "run",
+        cls=RunCommand,
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(run_command)
+    built.command("plugins")(plugins_command)
+    built.command("version")(version_command)
+    return built
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`app`: every command (what tests and documentation tools import)."""
+    if name == "app":
+        every = build_app()
+        globals()["app"] = every
+        return every
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -80,11 +109,6 @@ def make_console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, emoji=False)
 
 
-@app.command(
-    "run",
-    cls=RunCommand,
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
 def run_command(
     ctx: typer.Context,
     policy: Annotated[
@@ -319,13 +343,11 @@ def estimator_options(
         raise InputError(str(exc), field="--profiling-fraction/--reference-types") from exc
 
 
-@app.command("plugins")
 def plugins_command() -> None:
     """List every installed plugin: kind, name, providing package, description."""
     make_console().print(plugins_table(default_registry()))
 
 
-@app.command("version")
 def version_command() -> None:
     """Print shock's version."""
     make_console().print(__version__)
@@ -351,7 +373,7 @@ def _show_warning(
 def main() -> None:
     warnings.showwarning = _show_warning
     try:
-        app()
+        build_app(sys.argv[1] if len(sys.argv) > 1 else None)()
     except ShockError as exc:
         make_console(stderr=True).print(
             f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True

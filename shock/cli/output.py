@@ -7,7 +7,7 @@ from rich.table import Table
 
 from shock.core.plugins import PluginRegistry
 from shock.core.results import RunResult
-from shock.results.compare import readable_duration
+from shock.results.durations import readable_duration
 
 duration = readable_duration  # one rule for every table of durations
 

@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from shock.cli.synergy_commands import synergy_trace_command
+from shock.cli.trace_import_commands import convert_command, import_command
 from shock.core.plugins import default_registry
 from shock.core.throughputs import default_throughputs, load_throughputs
 from shock.core.trace import read_trace, write_trace
@@ -187,3 +189,9 @@ def info_command(path: Annotated[Path, typer.Argument(help="Trace file.")]) -> N
 
 def _counts(counter: Counter[object]) -> str:
     return ", ".join(f"{key}: {count}" for key, count in sorted(counter.items(), key=str))
+
+
+# Synergy's generator, public production traces in, shock traces between formats.
+trace_app.command("synergy")(synergy_trace_command)
+trace_app.command("import")(import_command)
+trace_app.command("convert")(convert_command)

@@ -49,16 +49,6 @@ METRIC_LABELS = {
 SHARE_METRICS = {"utilization", "unfair_fraction", "lease_extension_share"}
 
 
-def readable_duration(seconds: float) -> str:
-    """A duration in the unit that keeps three significant figures readable: seconds for a
-    short cluster run, minutes, then hours for trace-scale simulations."""
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:,.2f} h"
-
-
 @dataclass(frozen=True, slots=True)
 class MetricValue:
     """A metric over the runs of a column: their mean, and their spread when several."""

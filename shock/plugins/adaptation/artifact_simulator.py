@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from shock.api import (
     JobSpec,
@@ -81,13 +82,15 @@ def accordion_target(model: str, initial_batch_size: int, batch_size: int, epoch
     return batch_size
 
 
-def gns_target(pattern: list[int], model: str, batch_size: int, epoch: int) -> int:
-    """Double the batch size when the GNS pattern is above it at `epoch` or the next one,
-    unless it is at the model's limit."""
+def gns_target(
+    pattern_sizes: Callable[[], tuple[int, int]], model: str, batch_size: int
+) -> int:
+    """Double the batch size when the GNS pattern is above it at the current epoch or the
+    next one (`pattern_sizes()`, asked only below the model's limit, where it can matter)."""
     limit = gns_rules().batch_size_limit.get(model)
     if limit is not None and batch_size >= limit:
         return batch_size
-    if max(pattern[epoch], pattern[epoch + 1]) > batch_size:
+    if max(pattern_sizes()) > batch_size:
         return 2 * batch_size
     return batch_size
 
@@ -128,31 +131,58 @@ class ArtifactBatchDynamics:
         }
         self._registry = registry
         self._has_throughput = has_throughput  # (job type, scale factor) -> in the table
-        self._patterns: dict[int, list[int]] = {}
+        self._pattern_lengths: dict[int, int] = {}  # job id -> its GNS pattern's length
+        self._patterns: dict[int, list[int]] = {}  # job id -> its GNS pattern, when drawn
         self._pending: dict[int, int] = {}  # job id -> batch size asked for
+        self._steps_per_epoch: dict[tuple[str, int], int] = {}
 
-    def _gns_pattern(self, job: JobSpec, epoch: int) -> list[int]:
+    def _gns_sizes(self, job: JobSpec, epoch: int) -> tuple[int, int]:
+        """The GNS pattern's batch sizes at `epoch` and the next one. As in the simulator, a
+        job's pattern is GNS_PATTERN_EPOCHS long and is drawn again, epoch + 2 long, only
+        when it no longer reaches past the next epoch (its length matters: the last epoch
+        has its own rule)."""
+        length = self._pattern_lengths.get(job.job_id, 0)
+        if length < epoch + 2:
+            length = self._pattern_lengths[job.job_id] = max(GNS_PATTERN_EPOCHS, epoch + 2)
         pattern = self._patterns.get(job.job_id)
-        if pattern is None or len(pattern) < epoch + 2:
-            length = max(GNS_PATTERN_EPOCHS, epoch + 2)
-            pattern = self._registry.get("adaptation", "gns").batch_sizes(job, length)
-            self._patterns[job.job_id] = pattern
-        return pattern
+        if pattern is not None and len(pattern) == length:
+            return pattern[epoch], pattern[epoch + 1]
+        gns = self._registry.get("adaptation", "gns")
+        size_at = getattr(gns, "batch_size_at", None)
+        if size_at is not None and length > GNS_PATTERN_EPOCHS:
+            # Past its first length a pattern grows with the epoch, round after round: two
+            # entries (the built-in plugin's batch_size_at), not thousands.
+            return size_at(job, length, epoch), size_at(job, length, epoch + 1)
+        pattern = self._patterns[job.job_id] = gns.batch_sizes(job, length)
+        return pattern[epoch], pattern[epoch + 1]
+
+    def _epoch(self, model: str, batch_size: int, steps_done: float) -> int:
+        per_epoch = self._steps_per_epoch.get((model, batch_size))
+        if per_epoch is None:
+            per_epoch = self._steps_per_epoch[model, batch_size] = steps_per_epoch(
+                model, batch_size
+            )
+        return started_epochs(steps_done, per_epoch)
 
     def decide(self, states: Iterable[JobState]) -> None:
         """At a round boundary: each dynamic job's decision from its progress now."""
         for state in states:
             initial = self._initial.get(state.job_id)
+            if initial is None:
+                continue
             current = state.spec.batch_size
-            if initial is None or current is None or initial.batch_size is None:
+            initial_size = initial.batch_size
+            if current is None or initial_size is None:
                 continue
             model = initial.model_family
-            epoch = started_epochs(state.steps_done, steps_per_epoch(model, current))
+            epoch = self._epoch(model, current, state.steps_done)
             if initial.mode == "gns":
-                pattern = self._gns_pattern(initial, epoch)
-                target = gns_target(pattern, model, current, epoch)
+                # (At the model's limit the batch size never changes again: the pattern, and
+                # its length, no longer matter.)
+                sizes = partial(self._gns_sizes, initial, epoch)
+                target = gns_target(sizes, model, current)
             else:
-                target = accordion_target(model, initial.batch_size, current, epoch)
+                target = accordion_target(model, initial_size, current, epoch)
             if target != current:
                 self._pending[state.job_id] = target
             else:

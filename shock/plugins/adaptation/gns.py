@@ -44,6 +44,42 @@ class GnsAdaptation:
                 sizes[start:end] = [size] * (end - start)
         return sizes
 
+    def batch_size_at(self, job: JobSpec, num_epochs: int, epoch: int) -> int:
+        """`batch_sizes(job, num_epochs)[epoch]` without building the list: Shockwave's
+        simulator asks for two epochs of a pattern thousands of epochs long, whose length
+        grows round after round (0 <= epoch < num_epochs)."""
+        initial = job.batch_size
+        if initial is None:
+            raise ShockError(f"job type '{job.job_type}' has no batch size")
+        rules = gns_rules()
+        schedule = rules.schedules.get((job.model_family, initial, job.scale_factor))
+        if schedule is None or num_epochs <= schedule.min_num_epochs_exclusive:
+            return initial
+        if any(segment.start_epoch < -num_epochs for segment in schedule.segments):
+            return self.batch_sizes(job, num_epochs)[epoch]  # (it raises, as indexing does)
+        limit = rules.batch_size_limit.get(job.model_family)
+        found = limit if limit is not None and initial > limit else initial
+        last = num_epochs - 1
+        # The segments in order, the last one that writes this epoch wins (as batch_sizes).
+        for segment in schedule.segments:
+            start = segment.start_epoch
+            end = num_epochs if segment.end_epoch is None else min(segment.end_epoch, num_epochs)
+            size = initial * segment.multiplier
+            if limit is not None:
+                size = min(size, limit)
+            if start < 0:
+                # Epochs e in range(start, end) write sizes[e], the last one spared only when
+                # e == last itself (not when e is -1).
+                own = start <= epoch < end and (epoch != last or segment.applies_to_last_epoch)
+                if own or start <= epoch - num_epochs < end:
+                    found = size
+                continue
+            if end == num_epochs and not segment.applies_to_last_epoch:
+                end = last
+            if start <= epoch < end:
+                found = size
+        return found
+
 
 @hookimpl
 def register_adaptations(register: Register) -> None:

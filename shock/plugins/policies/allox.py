@@ -12,7 +12,8 @@ Minimising the sum over all lanes and orders is therefore the assignment problem
 
 whose constraint matrix is totally unimodular: the matching is the exact optimum of R||sum C
 for the jobs it considers. It is solved with scipy's `linear_sum_assignment` (Jonker-Volgenant)
-on the rectangular jobs x slots matrix, so the policy needs no LP solver: problem class
+on the rectangular jobs x slots matrix (loaded without the rest of `scipy.optimize`, see
+`_assignment_solver`), so the policy needs no LP solver: problem class
 HEURISTIC (also because the gang extension and the start rule below are heuristics).
 The job at the *front* of each lane (its largest k) starts now, with fraction 1.0 on that
 type; everyone else waits for the next allocation.
@@ -60,9 +61,13 @@ free a job may start on a slow type rather than wait for a fast one, and then ke
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -95,6 +100,35 @@ class Matching:
     cost: float
 
 
+_Assignment = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+@cache
+def _assignment_solver() -> _Assignment:
+    """scipy's `linear_sum_assignment`, loaded from its own extension module.
+
+    `from scipy.optimize import linear_sum_assignment` first runs `scipy.optimize`'s package
+    initialiser, which imports all of scipy's optimisers (about 0.4 CPU-s, most of a short
+    AlloX run); the function itself lives in the compiled module `scipy.optimize._lsap`,
+    which needs only numpy. It is the same function either way, so the matching is the same;
+    where that module is not found (another scipy layout), the public import is used."""
+    scipy = importlib.util.find_spec("scipy")
+    folders = list(scipy.submodule_search_locations or ()) if scipy is not None else []
+    for folder in folders:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = Path(folder) / "optimize" / f"_lsap{suffix}"
+            spec = importlib.util.spec_from_file_location("scipy.optimize._lsap", path)
+            if not path.is_file() or spec is None or spec.loader is None:
+                continue
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            solver: _Assignment = module.linear_sum_assignment
+            return solver
+    from scipy.optimize import linear_sum_assignment
+
+    return linear_sum_assignment
+
+
 def match_jobs(lane_time: np.ndarray, lanes: np.ndarray) -> Matching:
     """Match jobs to lanes minimising sum of level x lane time.
 
@@ -102,8 +136,6 @@ def match_jobs(lane_time: np.ndarray, lanes: np.ndarray) -> Matching:
     `lanes[w]` the number of lanes (free GPUs) of type w. Every job with a finite entry on a
     type with lanes is matched.
     """
-    from scipy.optimize import linear_sum_assignment  # imported only when AlloX runs
-
     m, n = lane_time.shape
     column = np.full(m, -1, dtype=np.intp)
     level = np.zeros(m, dtype=np.intp)
@@ -123,7 +155,7 @@ def match_jobs(lane_time: np.ndarray, lanes: np.ndarray) -> Matching:
     types = np.array(slot_type, dtype=np.intp)
     slot_levels = np.array(slot_level, dtype=np.intp)
     costs = lane_time[np.ix_(rows, types)] * slot_levels[None, :]
-    matched_rows, matched_slots = linear_sum_assignment(costs)
+    matched_rows, matched_slots = _assignment_solver()(costs)
     jobs = rows[matched_rows]
     column[jobs] = types[matched_slots]
     level[jobs] = slot_levels[matched_slots]
