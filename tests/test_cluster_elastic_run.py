@@ -1,7 +1,8 @@
 """End to end on loopback: Pollux on the gRPC cluster resizes a job both ways. A scheduler
 service (`shock serve --policy pollux`) and two 1-GPU workers as real processes; two elastic
-Pollux `bert` jobs, submitted with `shock submit --elastic`, train as the built-in stand-in
-(the small Transformer, gloo on the CPU for a gang).
+Pollux `bert` jobs (`shock submit --elastic`, then the same request through the Jobs
+service's client) train as its built-in stand-in (the small Transformer; gloo on the CPU for
+a gang).
 
 What happens is the objective's, step by step, each step started by the test once the state
 before it is in the journal (never after some seconds):
@@ -15,9 +16,10 @@ before it is in the journal (never after some seconds):
    of the starved job dominates), against about 1 when each job has one GPU: A shrinks to one
    GPU and B takes the other, A resuming from the step its gang stopped at.
 
-`restart_penalty_s=0`: a stand-in restarts in seconds (Pollux's 30 s penalty would also
-discount the growth of a job younger than 30 s to nothing), and ties then keep the current
-allocation (the search sorts stably with it first). `gpus_per_node=1` makes Pollux's nodes the
+`restart_penalty_s=0`: a stand-in restarts in seconds, and with Pollux's 30 s a job resized
+once could not shrink before it is 30 s old (max(age - restarts x 30, 0) / (age + 30)), which
+would tie the outcome to seconds passing. Ties then keep the current allocation (the search
+sorts stably, with it first). `gpus_per_node=1` makes Pollux's nodes the
 workers. What happens after step 3 (the job left alone may grow again) is the policy's; the
 checks hold for every launch.
 """

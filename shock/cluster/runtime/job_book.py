@@ -74,9 +74,9 @@ class JobBook(JobViews):
             )
             self.jobs[job_id] = TrackedJob(spec, submitted_at=now, command=command)
             self._arrived.append(spec)
-            gpus = "elastic" if spec.elastic else f"on {spec.scale_factor} GPU(s)"
+            gpus = f"{spec.scale_factor} GPU(s)" if not spec.elastic else "any GPU count (elastic)"
             self._record(job_id, f"submitted by {owner}: {spec.job_type}, "
-                         f"{launch_steps(spec)} steps {gpus}; queued", "job-submitted",
+                         f"{launch_steps(spec)} steps on {gpus}; queued", "job-submitted",
                          logging.INFO, user=owner, job_type=spec.job_type,
                          steps=launch_steps(spec), gpus=spec.scale_factor)  # fmt: skip
             return job_id
