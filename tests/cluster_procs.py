@@ -62,6 +62,7 @@ class Processes:
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
         self.started: list[subprocess.Popen[bytes]] = []
+        self.named: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, name: str, args: list[str], env: dict[str, str] | None = None
               ) -> subprocess.Popen[bytes]:  # fmt: skip
@@ -72,6 +73,7 @@ class Processes:
                 env={**os.environ, **(env or {})}, start_new_session=True,
             )  # fmt: skip
         self.started.append(process)
+        self.named[name] = process
         return process
 
     def log(self, name: str) -> str:

@@ -140,3 +140,41 @@ def test_a_jobs_status_carries_the_rates_the_scheduler_plans_with(tmp_path: Path
     assert rates == {w: table.throughput(RESNET_32, 1, w) for w in ("k80", "p100", "v100")}
     estimated = statuses[unknown].steps_per_s["v100"]
     assert estimated > 1.0 and estimated != scheduler.estimates.default_steps_per_s
+
+
+def test_an_elastic_submission_is_an_elastic_job_that_counts_a_pollux_jobs_samples(
+    tmp_path: Path,
+) -> None:
+    scheduler = _service(tmp_path / "state")
+    bert = scheduler.submit("alice", Submission(
+        job_type="bert (batch size 16)", steps=300, elastic=True
+    ))  # fmt: skip
+    resnet = scheduler.submit("alice", Submission(job_type=RESNET_32, steps=50, elastic=True))
+    intake = scheduler.intake()
+    assert intake is not None
+    specs = {spec.job_id: spec for spec in intake.arrived}
+    # A Pollux application's work is in samples, as in Pollux's traces; it trains its steps.
+    assert specs[bert].elastic and specs[bert].total_steps == 300 * 16
+    assert specs[resnet].elastic and specs[resnet].total_steps == 50
+    assert scheduler.jobs[bert].target_steps == 300
+    (status,) = scheduler.list_jobs([bert])
+    assert status.target_steps == 300
+    # Kept across a restart (the journal holds the whole spec).
+    scheduler.journal.close()
+    restarted = _service(tmp_path / "state")
+    assert restarted.jobs[bert].spec.elastic and restarted.jobs[bert].target_steps == 300
+    with pytest.raises(RequestError, match="not a command"):
+        restarted.submit("alice", Submission(command=("python", "train.py"), elastic=True))
+    with pytest.raises(RequestError, match="drop --adaptation gns"):
+        restarted.submit("alice", Submission(
+            job_type=RESNET_32, steps=5, adaptation="gns", elastic=True
+        ))  # fmt: skip
+
+
+def test_a_submission_keeps_its_elastic_flag_on_the_wire() -> None:
+    pytest.importorskip("google.protobuf", reason="the cluster extra carries protobuf")
+    from shock.cluster.grpc_wire import submission_from_pb, submission_to_pb
+
+    for elastic in (True, False):
+        submission = Submission(job_type="bert (batch size 16)", steps=3, gpus=1, elastic=elastic)
+        assert submission_from_pb(submission_to_pb(submission)) == submission

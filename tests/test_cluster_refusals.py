@@ -104,6 +104,13 @@ def test_zero_is_refused_like_a_negative_value(tmp_path: Path, option: str, valu
     assert "Traceback" not in completed.stderr
 
 
+def test_an_elastic_command_is_refused_before_it_is_sent(tmp_path: Path) -> None:
+    completed = run_shock("submit", "--elastic", "--token", "t", "--", "python", "train.py",
+                          cwd=tmp_path)  # fmt: skip
+    assert completed.returncode == 2 and "--elastic" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
 def test_with_a_users_file_the_default_policy_honours_weights_and_others_warn() -> None:
     assert _policy_for(None, USERS) == WEIGHTED_POLICY
     assert _policy_for(None, None) == DEFAULT_POLICY

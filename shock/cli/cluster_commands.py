@@ -145,6 +145,11 @@ def serve_command(
     solver: Annotated[str, typer.Option(help="Solver.")] = "highs",
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
     preset: Annotated[str, typer.Option(help="Semantics preset.")] = "default",
+    policy_option: Annotated[
+        list[str] | None,
+        typer.Option(help="A policy option as KEY=VALUE (repeatable), e.g. --policy-option "
+                     "gpus_per_node=4; see docs/policies.md for each policy's options."),
+    ] = None,
     round_length: Annotated[float, typer.Option(help="Round length in seconds.")] = 30.0,
     heartbeat: Annotated[float, typer.Option(help="Worker heartbeat period (s).")] = 1.0,
     dead_after: Annotated[
@@ -209,6 +214,7 @@ def serve_command(
         seed=seed,
         preset=preset,
         round_length_s=round_length,
+        policy_options=tuple(policy_option or ()),
     )
     # A service (new or resumed) reads its jobs from the journal, not from a trace file.
     empty = Trace((), source="submitted jobs") if trace is None else None

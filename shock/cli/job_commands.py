@@ -90,6 +90,12 @@ def submit_command(
     adaptation: Annotated[
         str, typer.Option(help="Batch-size adaptation: static, accordion or gns.")
     ] = "static",
+    elastic: Annotated[
+        bool,
+        typer.Option(help="Let an elastic policy (pollux, sia) choose its GPU count each round "
+                     "(resized from its checkpoint); --gpus is then what other policies give "
+                     "it."),
+    ] = False,
     scheduler: SchedulerOption = DEFAULT_SCHEDULER,
     token: TokenOption = None,
     tls_cert: TlsCert = None,
@@ -114,6 +120,8 @@ def submit_command(
     if not command and job_type is None:
         raise InputError("give your command after -- (shock submit -- python train.py), or "
                          "--job-type for a built-in family", field="COMMAND")  # fmt: skip
+    if command and elastic:
+        raise InputError("goes with --job-type (a built-in family's job)", field="--elastic")
     if not command and (workdir is not None or env or name):
         misplaced = "--workdir" if workdir is not None else "--env" if env else "--name"
         raise InputError("goes with a command (after --)", field=misplaced)
@@ -127,7 +135,7 @@ def submit_command(
         job_type=job_type or "", steps=steps or 0, scale_factor=gpus, gpus=gpus, user=user or "",
         weight=weight, adaptation=adaptation, command=tuple(command or ()), name=name or "",
         workdir=str((workdir or Path.cwd()).resolve()) if command else "",
-        env=tuple(sorted(variables.items())),
+        env=tuple(sorted(variables.items())), elastic=elastic,
     )  # fmt: skip
     with _client(scheduler, token, tls_cert, tls_key, tls_ca) as client:
         job_id = client.submit(request)

@@ -206,6 +206,7 @@ def submission_from_pb(message: pb.SubmitJobRequest) -> Submission:
         gpus=message.gpus if message.HasField("gpus") else None, user=message.user,
         weight=message.weight, adaptation=message.adaptation, command=tuple(message.command),
         workdir=message.workdir, env=tuple(sorted(message.env.items())), name=message.name,
+        elastic=message.elastic,
     )  # fmt: skip
 
 
@@ -214,7 +215,7 @@ def submission_to_pb(submission: Submission) -> pb.SubmitJobRequest:
         job_type=submission.job_type, steps=submission.steps,
         scale_factor=submission.scale_factor, user=submission.user, weight=submission.weight,
         adaptation=submission.adaptation, command=submission.command,
-        workdir=submission.workdir, name=submission.name,
+        workdir=submission.workdir, name=submission.name, elastic=submission.elastic,
     )  # fmt: skip
     message.env.update(dict(submission.env))
     if submission.gpus is not None:

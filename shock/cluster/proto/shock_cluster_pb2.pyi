@@ -322,7 +322,7 @@ class UploadLogReply(_message.Message):
     def __init__(self) -> None: ...
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("job_type", "steps", "scale_factor", "user", "weight", "adaptation", "command", "workdir", "env", "name", "gpus")
+    __slots__ = ("job_type", "steps", "scale_factor", "user", "weight", "adaptation", "command", "workdir", "env", "name", "gpus", "elastic")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -341,6 +341,7 @@ class SubmitJobRequest(_message.Message):
     ENV_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
+    ELASTIC_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     steps: int
     scale_factor: int
@@ -352,7 +353,8 @@ class SubmitJobRequest(_message.Message):
     env: _containers.ScalarMap[str, str]
     name: str
     gpus: int
-    def __init__(self, job_type: _Optional[str] = ..., steps: _Optional[int] = ..., scale_factor: _Optional[int] = ..., user: _Optional[str] = ..., weight: _Optional[float] = ..., adaptation: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., gpus: _Optional[int] = ...) -> None: ...
+    elastic: bool
+    def __init__(self, job_type: _Optional[str] = ..., steps: _Optional[int] = ..., scale_factor: _Optional[int] = ..., user: _Optional[str] = ..., weight: _Optional[float] = ..., adaptation: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., gpus: _Optional[int] = ..., elastic: _Optional[bool] = ...) -> None: ...
 
 class SubmitJobReply(_message.Message):
     __slots__ = ("job_id",)

@@ -26,7 +26,7 @@ from shock.cluster.runtime.errors import (
 from shock.cluster.runtime.job_messages import JobStatus, JobUpdate, Submission
 from shock.cluster.runtime.job_views import JobViews
 from shock.cluster.runtime.messages import FetchLog, Preempt, RunLog
-from shock.cluster.runtime.state import TrackedJob
+from shock.cluster.runtime.state import TrackedJob, launch_steps, samples_per_step
 from shock.core.executor import Intake
 from shock.core.model import JobSpec, batch_size_of
 from shock.workloads.families import UnknownJobTypeError, parse_job_type
@@ -67,17 +67,18 @@ class JobBook(JobViews):
             arrival = max(0.0, now - self.t0) if self._cluster_up() else 0.0
             spec = JobSpec(
                 job_id, spec.job_type, spec.total_steps, spec.scale_factor, arrival,
-                spec.priority_weight, mode=spec.mode, entity=owner,
+                spec.priority_weight, mode=spec.mode, entity=owner, elastic=spec.elastic,
             )  # fmt: skip
             self.journal.add_submitted_job(
                 spec, now, None if command is None else command.to_json()
             )
             self.jobs[job_id] = TrackedJob(spec, submitted_at=now, command=command)
             self._arrived.append(spec)
-            self._record(job_id, f"submitted by {owner}: {spec.job_type}, {spec.total_steps} "
-                         f"steps on {spec.scale_factor} GPU(s); queued", "job-submitted",
+            gpus = f"{spec.scale_factor} GPU(s)" if not spec.elastic else "any GPU count (elastic)"
+            self._record(job_id, f"submitted by {owner}: {spec.job_type}, "
+                         f"{launch_steps(spec)} steps on {gpus}; queued", "job-submitted",
                          logging.INFO, user=owner, job_type=spec.job_type,
-                         steps=spec.total_steps, gpus=spec.scale_factor)  # fmt: skip
+                         steps=launch_steps(spec), gpus=spec.scale_factor)  # fmt: skip
             return job_id
 
     def _checked_spec(self, owner: str, request: Submission) -> JobSpec:
@@ -113,6 +114,11 @@ class JobBook(JobViews):
         adaptation = request.adaptation or "static"
         if adaptation not in ADAPTATIONS:
             raise RequestError(f"--adaptation must be one of {', '.join(ADAPTATIONS)}")
+        if request.elastic and command is not None:
+            raise RequestError("--elastic runs a built-in family's job (--job-type), not a command")
+        if request.elastic and adaptation != "static":
+            raise RequestError(f"--elastic leaves the batch size to the elastic policy: drop "
+                               f"--adaptation {adaptation}")  # fmt: skip
         if adaptation != "static" and command is None and batch_size_of(job_type) is None:
             raise RequestError(
                 f"--adaptation {adaptation} changes a batch size: name the job type with one, "
@@ -126,8 +132,11 @@ class JobBook(JobViews):
         if per_type and scale > max(per_type.values()):
             have = ", ".join(f"{n} {t}" for t, n in sorted(per_type.items()))
             raise RequestError(f"the job needs {scale} GPUs of one type; the cluster has {have}")
-        return JobSpec(-1, job_type, steps, scale, 0.0, weight,
-                       mode=adaptation, entity=owner)  # fmt: skip
+        spec = JobSpec(-1, job_type, steps, scale, 0.0, weight, mode=adaptation, entity=owner,
+                       elastic=request.elastic)  # fmt: skip
+        # An elastic job of a Pollux application counts its work in samples, as Pollux's
+        # traces do; people give its training steps.
+        return replace(spec, total_steps=steps * samples_per_step(spec))
 
     def _require_service(self, what: str) -> None:
         if not self.accepts_submissions:

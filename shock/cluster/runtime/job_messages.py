@@ -21,6 +21,8 @@ class Submission:
     workdir: str = ""
     env: tuple[tuple[str, str], ...] = ()
     name: str = ""
+    # Its GPU count is the policy's to choose each round (pollux, sia).
+    elastic: bool = False
 
 
 @dataclass(frozen=True, slots=True)
