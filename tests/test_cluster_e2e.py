@@ -76,6 +76,7 @@ def test_six_jobs_on_two_workers_complete_with_preemption_and_resume(tmp_path: P
          "--checkpoint-every", "3", "--json", str(json_path), "--quiet",
          *job_command_options()],
         capture_output=True, text=True, timeout=400, start_new_session=True,
+        env={**os.environ, "COLUMNS": "200"},  # the header on one line, however long the path
     )  # fmt: skip
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "max_min_fairness_perf · grpc" in completed.stdout
