@@ -29,7 +29,6 @@ default the one with the most GPUs: on a heterogeneous cluster the other types s
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,9 +52,6 @@ from shock.goodput.restarts import RestartLedger, restart_factor
 from shock.goodput.speedup import application_of, epoch_of, table_for
 from shock.plugins.policies.pollux.limits import FIXED_BATCH, MAX_GPUS, worker_column
 from shock.plugins.policies.pollux.search import SearchSpace, search
-
-if os.environ.get("SHOCK_GA") == "pymoo":
-    from shock.plugins.policies.pollux.search_pymoo import search
 
 _MAX_NODES_PER_JOB = 16
 
