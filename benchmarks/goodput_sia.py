@@ -17,7 +17,7 @@ solver's threads set to 1, everything else as its run_experiment.sh):
    the goodput tables). Models: Sia's profiles with `--profiles`, else Pollux's bundled ones
    scaled by seeded per-type speeds. CPU seconds of this process. Target: at most 1 s.
 2. Fidelity (with `--profiles PATH --workload NAME=CSV`): `shock run --preset sia --policy sia
-   --trace CSV --policy-option profiles=PATH` through the CLI, CPU seconds of the process
+   --trace CSV --goodput-profiles PATH` through the CLI, CPU seconds of the process
    tree; its average JCT and makespan against the artifact's recorded ones for NAME. Target:
    within 10%.
 
@@ -132,7 +132,7 @@ def advanced(jobs: tuple[PolicyJob, ...], fraction: float) -> tuple[PolicyJob, .
     )
 
 
-def problem_for(jobs: tuple[PolicyJob, ...], now: float) -> PolicyInput:
+def problem_for(jobs: tuple[PolicyJob, ...], now: float, profiles: str = "") -> PolicyInput:
     rng = np.random.default_rng(len(jobs))
     # Per-type speeds (used without profiles): the T4 slowest.
     speeds = np.column_stack(
@@ -144,28 +144,28 @@ def problem_for(jobs: tuple[PolicyJob, ...], now: float) -> PolicyInput:
         worker_types=tuple(CLUSTER),
         capacity=np.array(list(CLUSTER.values()), dtype=float),
         throughputs=speeds,
+        goodput_profiles=profiles or None,
     )
 
 
 def bench_rounds(count: int, rounds: int, profiles: str) -> dict[str, float]:
-    options = SiaOptions(node_gpus=NODE_GPUS, profiles=profiles)
-    policy = Sia(options).for_run(0)
+    policy = Sia(SiaOptions(node_gpus=NODE_GPUS)).for_run(0)
     solver = SolverSpec()
     jobs = active_jobs(count, seed=1)
     start = cpu_seconds()
-    policy.allocate(problem_for(jobs, 0.0), solver)
+    policy.allocate(problem_for(jobs, 0.0, profiles), solver)
     first = cpu_seconds() - start
     # Bootstrapping: a few rounds in which jobs grow from one GPU.
     now = 0.0
     for _ in range(6):
         now += 600.0
         jobs = advanced(jobs, 0.005)
-        policy.allocate(problem_for(jobs, now), solver)
+        policy.allocate(problem_for(jobs, now, profiles), solver)
     times, held = [], []
     for _ in range(rounds):
         now += ROUND_S
         jobs = advanced(jobs, 0.01)
-        problem = problem_for(jobs, now)
+        problem = problem_for(jobs, now, profiles)
         start = cpu_seconds()
         allocation = policy.allocate(problem, solver)
         times.append(cpu_seconds() - start)
@@ -190,7 +190,7 @@ def run_shock(workload: Path, profiles: str) -> dict[str, float]:
             [
                 sys.executable, "-m", "shock", "run", "--quiet", "--preset", "sia",
                 "--policy", "sia", "--trace", str(workload),
-                "--policy-option", f"profiles={profiles}", "--json", str(out),
+                "--goodput-profiles", profiles, "--json", str(out),
             ],
             check=True,
             stdout=subprocess.DEVNULL,

@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 from shock_cli import run_shock
 
 from shock.core.errors import InputError
+from shock.core.plugins import default_registry
 from shock.core.policy import PolicyInput, PolicyJob
 from shock.core.solver import SolverSpec
 from shock.engine.runner import RunOptions, build_request
+from shock.goodput.profiles import read_profiles
 from shock.plugins.policies.sia import Sia, SiaOptions, configurations
 from shock.plugins.policies.sia.policy import restart_factor
-from shock.plugins.policies.sia.profiles import read_profiles
 
 SETTINGS: Any = settings(
     max_examples=15,
@@ -67,11 +68,8 @@ def profiles_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_profiles(tmp_path_factory.mktemp("sia-profiles"))
 
 
-def sia(profiles: Path | None = None, **options: Any) -> Sia:
-    values = {"node_gpus": NODE_GPUS, **options}
-    if profiles is not None:
-        values["profiles"] = str(profiles)
-    return Sia(SiaOptions(**values)).for_run(0)
+def sia(**options: Any) -> Sia:
+    return Sia(SiaOptions(**{"node_gpus": NODE_GPUS, **options})).for_run(0)
 
 
 def job(job_id: int, arrival: float = 0.0, done: float = 0.0) -> PolicyJob:
@@ -79,14 +77,19 @@ def job(job_id: int, arrival: float = 0.0, done: float = 0.0) -> PolicyJob:
 
 
 def problem(
-    jobs: tuple[PolicyJob, ...], now: float, capacity: tuple[int, int] = (16, 16)
+    jobs: tuple[PolicyJob, ...],
+    now: float,
+    capacity: tuple[int, int] = (16, 16),
+    profiles: Path | None = None,
 ) -> PolicyInput:
+    """The policy's input; `profiles`: the run's measured profiles (--goodput-profiles)."""
     return PolicyInput(
         now=now,
         jobs=jobs,
         worker_types=TYPES,
         capacity=np.array(capacity, dtype=float),
         throughputs=np.ones((len(jobs), len(TYPES))),
+        goodput_profiles=None if profiles is None else str(profiles),
     )
 
 
@@ -141,7 +144,7 @@ def test_a_malformed_profile_names_its_file_line_and_field(
 def test_a_folder_without_profiles_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such folder") as missing:
         read_profiles(str(tmp_path / "nowhere"))
-    assert missing.value.field == "profiles"
+    assert missing.value.field == "--goodput-profiles"
     (tmp_path / "cifar10").mkdir()
     with pytest.raises(InputError, match="no application folder"):
         read_profiles(str(tmp_path))
@@ -152,12 +155,23 @@ def test_the_cli_reports_a_bad_profile_folder_in_one_line(tmp_path: Path) -> Non
     trace.write_text("name,time,application,num_replicas,batch_size\ncifar10-0,0,cifar10,1,128\n")
     result = run_shock(
         "run", "--quiet", "--preset", "sia", "--policy", "sia", "--trace", str(trace),
-        "--policy-option", f"profiles={tmp_path / 'missing'}", cwd=tmp_path,
+        "--goodput-profiles", str(tmp_path / "missing"), cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode != 0
     output = result.stdout + result.stderr
     assert "Traceback" not in output
-    assert "no such folder" in output and "'profiles'" in output
+    assert "no such folder" in output and "'--goodput-profiles'" in output
+
+
+@pytest.mark.parametrize(
+    ("option", "flag"),
+    [("profiles=x", "--goodput-profiles"), ("calibrate=false", "--no-goodput-calibration")],
+)
+def test_the_profiles_are_no_policy_option(option: str, flag: str) -> None:
+    # They define how fast the simulated jobs run, which is the run's to say.
+    with pytest.raises(InputError, match=flag) as caught:
+        build_request(RunOptions(policy="sia", preset="sia", policy_options=(option,)))
+    assert "\n" not in str(caught.value)
 
 
 # ---------------------------------------------------------------------------- configurations
@@ -194,11 +208,12 @@ def test_configurations_follow_each_types_node_size(a100: int, t4: int, max_gpus
 def test_sia_keeps_capacity_one_configuration_and_its_limits(
     profiles_dir: Path, count: int, capacity: tuple[int, int], max_gpus: int, rounds: int
 ) -> None:
-    policy = sia(profiles_dir, max_gpus=max_gpus)
+    policy = sia(max_gpus=max_gpus)
     jobs = tuple(job(i, arrival=float(10 * i), done=float(37 * i % 900)) for i in range(count))
     most: dict[int, int] = {}
     for r in range(rounds):
-        allocation = policy.allocate(problem(jobs, 100.0 + 60 * r, capacity), SolverSpec())
+        at = problem(jobs, 100.0 + 60 * r, capacity, profiles_dir)
+        allocation = policy.allocate(at, SolverSpec())
         assert allocation.elastic is not None
         valid = configurations(np.array(capacity, dtype=float), [8, 4], max_gpus)
         shapes = {(TYPES[c.worker], c.num_nodes, c.gpus) for c in valid}
@@ -220,12 +235,14 @@ def test_sia_keeps_capacity_one_configuration_and_its_limits(
 
 
 def test_a_new_job_starts_on_one_gpu_then_grows_onto_the_faster_type(profiles_dir: Path) -> None:
-    policy = sia(profiles_dir)
-    first = policy.allocate(problem((job(0),), 0.0), SolverSpec())
+    policy = sia()
+    first = policy.allocate(problem((job(0),), 0.0, profiles=profiles_dir), SolverSpec())
     assert first.elastic is not None and first.elastic[0].gpus == 1
     grants = [first.elastic[0]]
     for r in range(1, 8):
-        allocation = policy.allocate(problem((job(0),), 600.0 * r), SolverSpec())
+        allocation = policy.allocate(
+            problem((job(0),), 600.0 * r, profiles=profiles_dir), SolverSpec()
+        )
         assert allocation.elastic is not None
         grants.append(allocation.elastic[0])
     sizes = [g.gpus for g in grants]
@@ -235,14 +252,15 @@ def test_a_new_job_starts_on_one_gpu_then_grows_onto_the_faster_type(profiles_di
 
 
 def test_without_bootstrapping_a_job_takes_the_faster_type_at_once(profiles_dir: Path) -> None:
-    allocation = sia(profiles_dir, explore=False).allocate(problem((job(0),), 0.0), SolverSpec())
+    one_job = problem((job(0),), 0.0, profiles=profiles_dir)
+    allocation = sia(explore=False).allocate(one_job, SolverSpec())
     assert allocation.elastic is not None
     assert allocation.elastic[0].worker_type == "a100" and allocation.elastic[0].gpus > 1
 
 
 def test_a_restoring_job_keeps_its_configuration(profiles_dir: Path) -> None:
     imagenet = PolicyJob(0, "imagenet (batch size 200)", 1, 1.0, 0.0, 1000, 0.0)
-    policy = sia(None, explore=False)
+    policy = sia(explore=False)
     slow_fast = np.array([[1.0, 3.0]])
     first = PolicyInput(0.0, (imagenet,), TYPES, np.array([16.0, 16.0]), slow_fast)
     before = policy.allocate(first, SolverSpec()).elastic
@@ -252,7 +270,7 @@ def test_a_restoring_job_keeps_its_configuration(profiles_dir: Path) -> None:
     after = policy.allocate(swapped, SolverSpec()).elastic
     assert after is not None and after[0] == before[0]
     # Without pinning it moves at once (it is younger than its restart penalty).
-    free = sia(None, explore=False, pin_restarting=False)
+    free = sia(explore=False, pin_restarting=False)
     free.allocate(first, SolverSpec())
     moved = free.allocate(swapped, SolverSpec()).elastic
     assert moved is not None and moved[0].worker_type == "a100"
@@ -277,16 +295,16 @@ def test_the_restart_factor_only_ever_discounts(age: float, restarts: int, penal
 def test_a_restart_penalty_lowers_the_value_of_moving(
     profiles_dir: Path, restarts: int, age: float
 ) -> None:
-    policy = sia(profiles_dir, explore=False)
+    policy = sia(explore=False)
     jobs = (job(0),)
-    first = problem(jobs, 0.0)
+    first = problem(jobs, 0.0, profiles=profiles_dir)
     policy.allocate(first, SolverSpec())
     current = policy.ledger.current[0]
     policy.ledger.restarts[0] = restarts
-    later = problem(jobs, age)
+    later = problem(jobs, age, profiles=profiles_dir)
     configs = policy.configurations(later)
     goodput = policy.goodputs(later, configs)
-    fresh = sia(profiles_dir, explore=False)
+    fresh = sia(explore=False)
     undiscounted = fresh.utilities(later, configs, goodput)
     discounted = policy.utilities(later, configs, goodput)
     for c, config in enumerate(configs):
@@ -324,31 +342,65 @@ def test_the_sia_preset_brings_its_cluster_round_and_node_sizes(tmp_path: Path) 
 def test_the_profiles_set_each_types_speed_in_simulation(profiles_dir: Path) -> None:
     from shock.goodput.progress import Configuration, step_seconds
 
-    policy = sia(profiles_dir)
-    t4, a100 = (policy.measured_curve("cifar10", w) for w in ("t4", "a100"))
+    profiles = read_profiles(str(profiles_dir))
+    t4, a100 = (profiles.curve("cifar10", w) for w in ("t4", "a100"))
     assert t4 is not None and a100 is not None
-    assert policy.measured_curve("cifar10", "k80") is None  # not measured: bundled model
-    assert policy.measured_curve("bert", "t4") is None
+    assert profiles.curve("cifar10", "k80") is None  # not measured: bundled model
+    assert profiles.curve("bert", "t4") is None
     config = Configuration(nodes=1, replicas=2, atomic_bsz=64)
     # The A100 measured 3x faster; both slowed by Sia's calibration for CIFAR-10 (1.8).
     ratio = step_seconds(t4.perf, config) / step_seconds(a100.perf, config)
     assert 2.0 < ratio < 3.5
-    plain = sia(profiles_dir, calibrate=False).measured_curve("cifar10", "t4")
+    plain = profiles.curve("cifar10", "t4", calibrate=False)
     assert plain is not None
     assert step_seconds(t4.perf, config) == pytest.approx(1.8 * step_seconds(plain.perf, config))
     assert t4.limits.max_local_bsz == 128
 
 
 def test_the_policy_state_survives_a_snapshot(profiles_dir: Path) -> None:
-    policy = sia(profiles_dir)
+    policy = sia()
     jobs = (job(0), job(1, arrival=30.0))
     for r in range(3):
-        policy.allocate(problem(jobs, 600.0 * r), SolverSpec())
-    restored = sia(profiles_dir)
+        policy.allocate(problem(jobs, 600.0 * r, profiles=profiles_dir), SolverSpec())
+    restored = sia()
     restored.restore(policy.snapshot())
     assert restored.ledger == policy.ledger
-    later = problem(jobs, 2400.0)
+    later = problem(jobs, 2400.0, profiles=profiles_dir)
     assert (
         restored.allocate(later, SolverSpec()).elastic
         == policy.allocate(later, SolverSpec()).elastic
     )
+
+
+def test_the_runs_profiles_set_how_fast_simulated_jobs_run_whatever_the_policy(
+    profiles_dir: Path, tmp_path: Path
+) -> None:
+    # pollux never reads the profiles: what changes is the simulated world, the run's input.
+    trace = tmp_path / "workload.csv"
+    trace.write_text(
+        "name,time,application,num_replicas,batch_size\n"
+        "cifar10-0,0,cifar10,4,512\ncifar10-1,200,cifar10,2,256\n"
+    )
+    registry = default_registry()
+
+    def avg_jct(**options: Any) -> float:
+        request = build_request(
+            RunOptions(
+                policy="pollux",
+                preset="pollux",
+                trace=str(trace),
+                policy_options=("generations=5", "population=10"),
+                **options,
+            ),
+            registry,
+        )
+        assert request.config.mechanism.goodput_profiles == options.get("goodput_profiles")
+        result = registry.get("backend", "simulator").run(request)
+        return float(result.metrics.avg_jct_s)
+
+    bundled = avg_jct()
+    calibrated = avg_jct(goodput_profiles=str(profiles_dir))
+    measured = avg_jct(goodput_profiles=str(profiles_dir), goodput_calibration=False)
+    assert len({bundled, calibrated, measured}) == 3
+    # Sia's calibration stretches CIFAR-10's steps 1.8x: the jobs take longer.
+    assert calibrated > measured

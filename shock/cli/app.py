@@ -245,6 +245,21 @@ def run_command(
             "its launch, checkpoint and restore seconds at every (re)start, the first too."
         ),
     ] = None,
+    goodput_profiles: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder of measured per-GPU-type goodput profiles (Sia's sia-simulator/traces "
+            "layout): elastic jobs run at their GPU type's measured goodput, and sia plans "
+            "with them. Default: Pollux's bundled models on every GPU type."
+        ),
+    ] = None,
+    goodput_calibration: Annotated[
+        bool,
+        typer.Option(
+            help="With --goodput-profiles: stretch the measured step times by Sia's "
+            "calibration factors, as its simulator does."
+        ),
+    ] = True,
     json_path: Annotated[
         Path | None,
         typer.Option("--json", help="Write the results document here ('-': stdout, no table)."),
@@ -299,6 +314,8 @@ def run_command(
         ),
         profile=str(profile) if profile else None,
         start_costs=str(start_costs) if start_costs else None,
+        goodput_profiles=str(goodput_profiles) if goodput_profiles else None,
+        goodput_calibration=goodput_calibration,
     )
     console = make_console()
     json_to_stdout = json_path is not None and str(json_path) == "-"

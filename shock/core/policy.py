@@ -72,6 +72,9 @@ class PolicyInput:
     # Weight of each entity (user or group) for hierarchical policies; entities not named
     # here weigh 1.
     entity_weights: Mapping[str, float] | None = None
+    # The run's folder of measured per-GPU-type goodput profiles (`--goodput-profiles`), which
+    # the simulator runs elastic jobs by; None when the run has none.
+    goodput_profiles: str | None = None
 
     @classmethod
     def of_job_columns(

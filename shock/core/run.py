@@ -146,6 +146,12 @@ class MechanismConfig:
     # it held the GPUs). Shockwave's simulator counts only the seconds it ran, so a job
     # that was preempted is owed the restart and is picked again sooner.
     overhead_counts_as_received: bool = True
+    # Folder of measured per-GPU-type goodput profiles (`--goodput-profiles`, Sia's layout):
+    # an elastic job runs at its GPU type's measured goodput, and policies see the folder
+    # (`PolicyInput.goodput_profiles`); None: Pollux's bundled models on every type.
+    goodput_profiles: str | None = None
+    # Stretch the profiles' step times by Sia's calibration factors, as its simulator does.
+    goodput_calibration: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "selection", coerce(SelectionRule, self.selection, "selection"))

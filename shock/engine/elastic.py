@@ -20,9 +20,9 @@ many GPUs, on that many.
 A job of one of Pollux's measured applications progresses at its goodput on the placement
 and batch size it runs with (shock.goodput.progress: its measured step time there, as
 Pollux's simulator interpolates it, else the step-time model's, x the gain of its batch
-size, epoch by epoch), on each GPU type by the policy's measurements of that type where it
-has them (`measured_curve`: sia with Sia's profiles); its planned rate is the round's mean
-progress per second in its
+size, epoch by epoch), on each GPU type by the run's measurements of that type where it
+has them (`--goodput-profiles`: shock.goodput.profiles, with Sia's calibration unless
+`--no-goodput-calibration`); its planned rate is the round's mean progress per second in its
 trace's steps. Other jobs run at the throughput table's rate for their GPU count (scaled
 linearly from their scale factor where the table lacks that count). A job whose GPUs changed
 since last round restarts from a checkpoint: the engine's (re)start overhead rules charge
@@ -39,6 +39,7 @@ from shock.core.throughputs import ThroughputTable
 from shock.engine.units import Assignment, JobState
 from shock.goodput.measured import step_seconds_measured
 from shock.goodput.model import GoodputModel, GradParams
+from shock.goodput.profiles import read_profiles
 from shock.goodput.progress import (
     Configuration,
     TrainingCurve,
@@ -63,12 +64,10 @@ class ElasticRounds:
         servers_by_column: list[list[list[int]]],
         table: Callable[[], ThroughputTable],
         config: MechanismConfig,
-        curves: Callable[[str, str], TrainingCurve | None] | None = None,
     ) -> None:
         self.worker_types = worker_types
-        # (application, worker type) -> its measured curve on that GPU type, where the run has
-        # per-type measurements (Sia's profiles); else the bundled one for every type.
-        self.curves = curves
+        # The run's per-GPU-type measurements (the bundled curves for every type without).
+        self.profiles = read_profiles(config.goodput_profiles) if config.goodput_profiles else None
         self.servers_by_column = servers_by_column
         self.table_of = table  # the mechanism's table (a resize may replace it)
         self.config = config
@@ -222,7 +221,8 @@ class ElasticRounds:
     ) -> tuple[float, int | None]:
         """Steps/s of the job this round on these GPUs, and the batch size it runs with."""
         replicas = len(gpus)
-        training = self._curve(job.spec.job_type, self.worker_types[column])
+        measured = self._measured_curve(job.spec.job_type, self.worker_types[column])
+        training = measured or curve_of(job.spec.job_type)
         if training is None:
             rate = self.table_of().throughput(
                 job.spec.job_type, replicas, self.worker_types[column]
@@ -236,8 +236,13 @@ class ElasticRounds:
             per_server[server] = per_server.get(server, 0) + 1
         nodes = len(per_server)
         config = self._configuration(job, training, nodes, replicas, grant)
-        # Step times as Pollux's simulator reads them: measured, where they reach.
-        step_s = step_seconds_measured(training.name, tuple(per_server.values()), config)
+        # On a GPU type the run's profiles measured: their fitted step-time model (None: the
+        # curve's). Else Pollux's bundled step times, read as its simulator reads them.
+        step_s = (
+            None
+            if measured is not None
+            else step_seconds_measured(training.name, tuple(per_server.values()), config)
+        )
         available = self.config.round_length_s
         if not kept:
             available = max(available - self.restart_s, 1e-9)
@@ -250,13 +255,12 @@ class ElasticRounds:
             per_second = made / used
         return max(per_second, 1e-12) * total / training.target, config.batch_size
 
-    def _curve(self, job_type: str, worker_type: str) -> TrainingCurve | None:
+    def _measured_curve(self, job_type: str, worker_type: str) -> TrainingCurve | None:
+        """The job's curve on this GPU type by the run's profiles, where they measured it."""
         name = application_of(job_type)
-        if name is not None and self.curves is not None:
-            measured = self.curves(name, worker_type)
-            if measured is not None:
-                return measured
-        return curve_of(job_type)
+        if name is None or self.profiles is None:
+            return None
+        return self.profiles.curve(name, worker_type, self.config.goodput_calibration)
 
     def _configuration(
         self,

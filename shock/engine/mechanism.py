@@ -75,9 +75,6 @@ class Mechanism:
             self.placing.servers_by_column,
             lambda: self.table,
             config,
-            # A policy that brings per-GPU-type measurements (sia with profiles=PATH) also
-            # gives the goodput jobs run at on each type.
-            curves=getattr(policy, "measured_curve", None),
         )
         order = table.fastest_first(self.worker_types)  # Gavel's order before any shuffle
         self._type_order = [self.worker_types.index(w) for w in order]
@@ -465,6 +462,7 @@ class Mechanism:
             self.prices,
             self.config.round_length_s,
             self.entity_weights,
+            self.config.goodput_profiles,
         )
 
     # One round.

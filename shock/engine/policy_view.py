@@ -77,6 +77,7 @@ def policy_input(
     prices: np.ndarray | None,
     round_length_s: float,
     entity_weights: dict[str, float] | None,
+    goodput_profiles: str | None = None,
 ) -> PolicyInput:
     """The allocation's input: the active jobs (`jobs_by_id`: their slots and ids) as
     columns read from the counters."""
@@ -97,4 +98,5 @@ def policy_input(
         prices=prices,
         round_length_s=round_length_s,
         entity_weights=entity_weights,
+        goodput_profiles=goodput_profiles,
     )

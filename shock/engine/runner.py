@@ -24,6 +24,7 @@ from shock.engine.presets import get_preset, placement_for_preset
 from shock.engine.run_estimates import estimate_run_table
 from shock.engine.start_costs import load_start_costs
 from shock.engine.throughput_estimator import EstimatorOptions
+from shock.goodput.profiles import read_profiles
 from shock.lp.partition import PartitionedPolicy
 from shock.util.suggest import did_you_mean
 
@@ -78,6 +79,11 @@ class RunOptions:
     # `shock profile --start-costs` side file: each job type's launch, checkpoint and restore
     # seconds, charged at every (re)start, the first included.
     start_costs: str | None = None
+    # Measured per-GPU-type goodput profiles (Sia's layout): elastic jobs run at their GPU
+    # type's measured goodput, policies see the folder. None: Pollux's bundled models.
+    goodput_profiles: str | None = None
+    # Stretch the profiles' step times by Sia's calibration factors (its simulator's).
+    goodput_calibration: bool = True
 
 
 def bundled_trace_path(name: str = DEFAULT_TRACE) -> Path:
@@ -187,6 +193,8 @@ def build_request(
         reallocate_every_round=preset.reallocate_every_round,
         reallocate_on_batch_size_change=preset.reallocate_on_batch_size_change,
         overhead_counts_as_received=preset.overhead_counts_as_received,
+        goodput_profiles=_goodput_profiles(options.goodput_profiles),
+        goodput_calibration=options.goodput_calibration,
     )
     if mechanism.round_length_s <= 0:
         raise InputError("round length must be > 0", field="--round-length")
@@ -264,6 +272,14 @@ def _warn_past_the_trace(window: tuple[int, int] | None, trace: Trace) -> None:
             ),
             stacklevel=3,
         )
+
+
+def _goodput_profiles(folder: str | None) -> str | None:
+    """The profiles' folder, read once here so that a bad file stops the run before it
+    starts (with its file, line and column)."""
+    if folder is not None:
+        read_profiles(folder)
+    return folder
 
 
 def _overheads(by_type: dict[str, float] | None) -> dict[str, float] | None:

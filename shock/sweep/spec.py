@@ -66,6 +66,8 @@ RUN_OPTIONS: dict[str, tuple[str, Callable[[object], object]]] = {
     "entities": ("entities", _text),
     "entity-weights": ("entity_weights", _text),
     "adaptation-rules": ("adaptation_rules", _text),
+    "goodput-profiles": ("goodput_profiles", _text),
+    "goodput-calibration": ("goodput_calibration", _flag),
 }
 
 # `shock trace generate`'s options: name -> converter. `seed` and `throughputs` are shared

@@ -2,7 +2,6 @@
 
 - `policy`: the integer program and the grants it returns;
 - `goodput`: Sia's configurations and each job's estimated goodput on them;
-- `profiles`: Sia's per-GPU-type measurements, read from a folder the user gives;
 - `state`: what the policy remembers of each job between rounds.
 """
 

@@ -7,8 +7,8 @@ below `g`) on one node, then k whole nodes (k g GPUs) for k = 1 .. its nodes, up
 A job's goodput on configuration (w, nodes, gpus), in samples per second at its initial
 batch size's rate of progress:
 
-- with Sia's per-GPU-type measurements (`profiles`): its application's goodput model on
-  type w (best batch size for the configuration, at the job's current epoch);
+- with the run's per-GPU-type measurements (`--goodput-profiles`): its application's goodput
+  model on type w (best batch size for the configuration, at the job's current epoch);
 - without: its one-GPU throughput on w (the policy input's table) times its goodput speedup
   by its Pollux application's model (linear in the GPUs for a job without one).
 
@@ -34,8 +34,8 @@ from functools import lru_cache
 import numpy as np
 
 from shock.api import PolicyInput
+from shock.goodput.profiles import SiaProfiles
 from shock.goodput.speedup import GoodputTable, application_of, epoch_of, table_for
-from shock.plugins.policies.sia.profiles import SiaProfiles
 from shock.plugins.policies.sia.state import Config, SiaLedger
 
 

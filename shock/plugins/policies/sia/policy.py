@@ -29,8 +29,7 @@ that runs jobs at their trace's scale factor can realise.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,7 @@ import numpy as np
 from shock.api import (
     Allocation,
     ElasticGrant,
+    InputError,
     MatrixLP,
     Policy,
     PolicyInput,
@@ -48,8 +48,7 @@ from shock.api import (
     solve_matrix_milp,
     typed_options,
 )
-from shock.goodput.progress import TrainingCurve
-from shock.goodput.progress import curve as progress_curve
+from shock.goodput.profiles import SiaProfiles, read_profiles
 from shock.goodput.speedup import GoodputTable, application_of, epoch_of, table_for
 from shock.plugins.policies.sia.goodput import (
     GoodputEstimator,
@@ -57,7 +56,6 @@ from shock.plugins.policies.sia.goodput import (
     gpus_per_node_of,
     measured_table,
 )
-from shock.plugins.policies.sia.profiles import SLOWDOWN, SiaProfiles, TypeProfile, read_profiles
 from shock.plugins.policies.sia.state import Config, SiaLedger
 
 # Sia's restart penalties (seconds) measured on its physical cluster, by application: they
@@ -79,6 +77,9 @@ RESTORE_S = {
     "imagenet": 250.0,
     "ncf": 15.0,
 }
+# Options that were the policy's and are the run's now: the profiles define the simulated
+# jobs' speed, which is no policy's to say.
+_RUN_INPUTS = {"profiles": "--goodput-profiles PATH", "calibrate": "--no-goodput-calibration"}
 _CLIP = 3000.0
 _ZERO_GAIN = 1e-4
 
@@ -108,9 +109,6 @@ class SiaOptions:
     node_gpus: str = ""
     # Restart cost (s) of jobs whose application has no measured one.
     restart_penalty_s: float = 30.0
-    # Folder of Sia's per-GPU-type measurements (its artifact's sia-simulator/traces); empty:
-    # Pollux's bundled models scaled by the throughput table.
-    profiles: str = ""
     # Sia's bootstrapping: a job's model exists only where it ran, it starts on one GPU and
     # grows to at most twice the GPUs it has run on. Off: every model is known from the start.
     explore: bool = True
@@ -118,9 +116,6 @@ class SiaOptions:
     pin_restarting: bool = True
     # Largest configuration (GPUs).
     max_gpus: int = 64
-    # With profiles: jobs run in simulation at Sia's calibrated speed (its simulator slows
-    # each application's modelled goodput by a factor fitted to its physical cluster).
-    calibrate: bool = True
 
     def __post_init__(self) -> None:
         if self.p == 0:
@@ -130,6 +125,12 @@ class SiaOptions:
         if self.max_gpus < 1:
             raise ValueError("max_gpus must be at least 1")
         parse_node_gpus(self.node_gpus)
+
+
+def profiles_of(problem: PolicyInput) -> SiaProfiles | None:
+    """The run's measured per-GPU-type profiles (`--goodput-profiles`), if it has them."""
+    folder = problem.goodput_profiles
+    return read_profiles(folder) if folder else None
 
 
 def penalty_of(job_type: str, default_s: float) -> float:
@@ -159,10 +160,14 @@ class Sia(Policy):
         self.options = options or SiaOptions()
         self.ledger = SiaLedger()
         self.node_gpus = parse_node_gpus(self.options.node_gpus)
-        if self.options.profiles:
-            read_profiles(self.options.profiles)  # a bad folder is refused before any round
 
     def with_options(self, values: Mapping[str, str]) -> Sia:
+        for key, flag in _RUN_INPUTS.items():
+            if key in values:
+                raise InputError(
+                    f"the measured profiles are the run's, not the policy's: use {flag}",
+                    field=f"--policy-option {key}",
+                )
         return Sia(typed_options(self.options, values, self.name))
 
     def for_run(self, seed: int) -> Sia:
@@ -173,24 +178,6 @@ class Sia(Policy):
 
     def restore(self, snapshot: Mapping[str, Any]) -> None:
         self.ledger = SiaLedger.from_snapshot(snapshot)
-
-    @property
-    def profiles(self) -> SiaProfiles | None:
-        return read_profiles(self.options.profiles) if self.options.profiles else None
-
-    def measured_curve(self, application: str, worker_type: str) -> TrainingCurve | None:
-        """The goodput a job of `application` runs at on `worker_type` in simulation, where
-        the profiles measured it: the bundled training curve (Sia's validation runs are
-        Pollux's) with that type's fitted step-time model and batch limits, its step times
-        stretched by Sia's calibration (`calibrate`)."""
-        profiles = self.profiles
-        if profiles is None:
-            return None
-        profile = profiles.profile(application, worker_type)
-        if profile is None:
-            return None
-        slowdown = SLOWDOWN.get(application, 1.0) if self.options.calibrate else 1.0
-        return _measured_curve(profile, slowdown)
 
     def gpus_per_node(self, worker_types: tuple[str, ...]) -> list[int]:
         return gpus_per_node_of(worker_types, self.node_gpus, self.options.gpus_per_node)
@@ -206,7 +193,7 @@ class Sia(Policy):
             configs,
             self.gpus_per_node(problem.worker_types),
             self.ledger,
-            self.profiles,
+            profiles_of(problem),
             self.options.explore,
             self.options.max_gpus,
         ).matrix()
@@ -247,7 +234,7 @@ class Sia(Policy):
         gpn = per_node[config.worker]
         nodes = max(1, -(-self.options.max_gpus // gpn))
         table: GoodputTable | None = None
-        profiles = self.profiles
+        profiles = profiles_of(problem)
         name = application_of(job_type)
         if profiles is not None and name is not None:
             suffix = profiles.suffix_for(worker_type)
@@ -372,22 +359,6 @@ class Sia(Policy):
         for col in np.nonzero(x > 0.5)[0]:
             chosen[rows_j[col]] = configs[cols_c[col]]
         return chosen
-
-
-@lru_cache(maxsize=256)
-def _measured_curve(profile: TypeProfile, slowdown: float) -> TrainingCurve:
-    perf = profile.perf
-    # Every time term scales with the slowdown, so each step takes `slowdown` times longer.
-    slowed = replace(
-        perf,
-        alpha_c=perf.alpha_c * slowdown,
-        beta_c=perf.beta_c * slowdown,
-        alpha_n=perf.alpha_n * slowdown,
-        beta_n=perf.beta_n * slowdown,
-        alpha_r=perf.alpha_r * slowdown,
-        beta_r=perf.beta_r * slowdown,
-    )
-    return replace(progress_curve(profile.application), perf=slowed, limits=profile.limits)
 
 
 @hookimpl

@@ -1,8 +1,11 @@
-"""Sia's per-GPU-type measurements, read from a folder the user gives (`profiles=PATH`).
+"""Measured per-GPU-type goodput profiles, read from a folder the user gives
+(`shock run --goodput-profiles PATH`).
 
 Sia's artifact (SOSP'23) measured each application on several GPU types. Its data has no
-licence, so shock bundles none of it: point the `sia` policy at the artifact's
-`sia-simulator/traces` folder (or any folder laid out the same way):
+licence, so shock bundles none of it: point a run at the artifact's `sia-simulator/traces`
+folder (or any folder laid out the same way). The profiles are the run's: the simulator runs
+each elastic job at its GPU type's measured goodput (`curve`), and a policy that predicts
+goodput (`sia`) reads them from its input (`PolicyInput.goodput_profiles`).
 
     <root>/<application>/placements-<suffix>.csv    placement, local_bsz, step_time, sync_time
     <root>/<application>/scalability-<suffix>.csv   local_bsz, step_time, sync_time,
@@ -30,13 +33,15 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import cache
+from dataclasses import dataclass, replace
+from functools import cache, lru_cache
 from pathlib import Path
 
-from shock.api import InputError
+from shock.core.errors import InputError
 from shock.goodput.fit import StepTimes, fit_perf_params
 from shock.goodput.model import BatchLimits, GoodputModel, GradParams, PerfParams
+from shock.goodput.progress import TrainingCurve
+from shock.goodput.progress import curve as bundled_curve
 
 # shock's worker type -> the suffix of Sia's files measured on that GPU type.
 SUFFIX_OF: Mapping[str, str] = {
@@ -131,6 +136,19 @@ class SiaProfiles:
         if app is None or suffix is None:
             return None
         return app.by_suffix.get(suffix)
+
+    def curve(
+        self, application: str, worker_type: str, calibrate: bool = True
+    ) -> TrainingCurve | None:
+        """The goodput a job of `application` runs at on `worker_type`, where it was
+        measured (None: not measured there): the bundled training curve (Sia's validation
+        runs are Pollux's) with that type's fitted step-time model and batch limits, its step
+        times stretched by Sia's calibration factors (`SLOWDOWN`) when `calibrate`."""
+        profile = self.profile(application, worker_type)
+        if profile is None:
+            return None
+        slowdown = SLOWDOWN.get(application, 1.0) if calibrate else 1.0
+        return _measured_curve(profile, slowdown)
 
 
 def _cell(path: Path, line: int, column: str, text: str | None, integer: bool = False) -> float:
@@ -264,7 +282,7 @@ def read_profiles(root: str) -> SiaProfiles:
         raise InputError(
             "no such folder (give Sia's sia-simulator/traces folder)",
             path=folder,
-            field="profiles",
+            field="--goodput-profiles",
         )
     applications = {}
     for child in sorted(folder.iterdir()):
@@ -278,7 +296,7 @@ def read_profiles(root: str) -> SiaProfiles:
             "no application folder with validation-<batch>.csv, placements-<gpu>.csv and "
             "scalability-<gpu>.csv files",
             path=folder,
-            field="profiles",
+            field="--goodput-profiles",
         )
     return SiaProfiles(folder, applications)
 
@@ -286,3 +304,19 @@ def read_profiles(root: str) -> SiaProfiles:
 @cache
 def _fit(profile: TypeProfile) -> PerfParams:
     return fit_perf_params(profile.step_times)
+
+
+@lru_cache(maxsize=256)
+def _measured_curve(profile: TypeProfile, slowdown: float) -> TrainingCurve:
+    perf = profile.perf
+    # Every time term scales with the slowdown, so each step takes `slowdown` times longer.
+    slowed = replace(
+        perf,
+        alpha_c=perf.alpha_c * slowdown,
+        beta_c=perf.beta_c * slowdown,
+        alpha_n=perf.alpha_n * slowdown,
+        beta_n=perf.beta_n * slowdown,
+        alpha_r=perf.alpha_r * slowdown,
+        beta_r=perf.beta_r * slowdown,
+    )
+    return replace(bundled_curve(profile.application), perf=slowed, limits=profile.limits)
