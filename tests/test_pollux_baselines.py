@@ -133,3 +133,24 @@ def test_each_policy_runs_a_pollux_workload_to_the_end(
         assert max(counts) > 1
     busy = np.array(result.timeline.rounds.busy_gpus)
     assert busy.max() <= 64
+
+
+def test_jobs_that_all_arrive_at_once_start_a_round_later_under_pollux(tmp_path: Path) -> None:
+    """At its first round every job is 0 s old, and Pollux's restart factor, age / (age +
+    penalty), prices any allocation at nothing: the policy may grant none. The run then
+    waits a round (as Pollux's simulator first decides one interval in) instead of failing."""
+    trace = tmp_path / "together.csv"
+    trace.write_text(
+        "name,time,application,num_replicas,batch_size\n"
+        "cifar10-0,0,cifar10,1,128\n"
+        "cifar10-1,0,cifar10,2,256\n"
+    )
+    registry = default_registry()
+    request = build_request(
+        RunOptions(policy="pollux", trace=str(trace), preset="pollux"), registry
+    )
+    result = registry.get("backend", "simulator").run(request)
+    assert sorted(record.job_id for record in result.records) == [0, 1]
+    assert result.timeline is not None
+    first_start = min(job.segments[0].start_s for job in result.timeline.jobs)
+    assert first_start == 60.0  # one round of 60 s with nothing granted

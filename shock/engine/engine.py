@@ -77,8 +77,11 @@ _log = logging.getLogger(__name__)
 _SHORT_ROUND_GRACE_S = 5.0
 # A measured rate this far from the one the policy last saw asks for a new allocation.
 _RATE_CHANGE_REALLOCATES = 0.2
-# Rounds in a row with nothing to run and nothing left to arrive before the run gives up.
+# Rounds in a row with nothing to run and nothing left to arrive before the run gives up:
+# the first re-plan at once; the later ones a round later, since a policy may weigh time
+# itself (Pollux discounts any allocation of a job that has just arrived to nothing).
 _IDLE_ROUNDS_ALLOWED = 2
+_IDLE_ROUNDS_WAITED = 3
 # Objects allocated between young garbage collections while the loop runs (Python's default
 # is 700). A round of a large cluster makes tens of thousands of short-lived objects; with the
 # default, every round's plan survives two collections, is promoted to the oldest generation
@@ -322,14 +325,18 @@ class Engine:
                 executor.idle_until(now + round_length)
                 now = executor.clock()
             else:
-                # No arrivals left and nothing ran: let the next round recompute at once.
+                # No arrivals left and nothing ran: let the next round recompute, at once at
+                # first, then a round later.
                 mechanism.last_reset_s = 0.0
                 idle_rounds += 1
-                if idle_rounds > _IDLE_ROUNDS_ALLOWED:
+                if idle_rounds > _IDLE_ROUNDS_ALLOWED + _IDLE_ROUNDS_WAITED:
                     stuck = ", ".join(str(j) for j in sorted(mechanism.active)[:10])
                     raise ShockError(
                         f"{self.policy.name} schedules none of the remaining jobs ({stuck})"
                     )
+                if idle_rounds > _IDLE_ROUNDS_ALLOWED:
+                    executor.idle_until(now + round_length)
+                    now = max(now, executor.clock())
 
             if self.open is not None:
                 intake = self.open.intake()
