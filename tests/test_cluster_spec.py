@@ -6,7 +6,8 @@ import pytest
 
 from shock.core.errors import InputError
 from shock.core.model import Cluster, Server
-from shock.engine.cluster_spec import parse_cluster
+from shock.core.throughputs import default_throughputs
+from shock.engine.cluster_spec import COLON_FORM_ORDER, parse_cluster
 
 
 def test_colon_form() -> None:
@@ -15,6 +16,10 @@ def test_colon_form() -> None:
     assert cluster.worker_types == ("v100",)
     assert cluster.total_gpus == 32
     assert cluster.describe() == "v100=32"
+
+
+def test_colon_form_counts_the_bundled_tables_types_fastest_first() -> None:
+    assert default_throughputs().fastest_first() == COLON_FORM_ORDER
 
 
 def test_colon_form_all_types() -> None:

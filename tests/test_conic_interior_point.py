@@ -115,3 +115,34 @@ def test_shockwave_min_total_duration_matches_shockwaves_simulator() -> None:
     assert metrics.makespan_s == pytest.approx(24_205.0, rel=0.02)
     assert metrics.avg_jct_s == pytest.approx(19_807.0, rel=0.02)
     assert metrics.worst_ftf_rho == pytest.approx(7.741, rel=0.05)
+
+
+def test_one_worker_type_solves_normal_systems_as_lapack_does_to_the_bit() -> None:
+    """The 1 x 1 path (divisions) gives the bytes the batched LAPACK path gives, over
+    scalings that span many orders of magnitude, with and without rate rows."""
+    rng = np.random.default_rng(11)
+
+    def spread(shape: tuple[int, ...] | int) -> np.ndarray:
+        return rng.random(shape) * 10.0 ** rng.integers(-12, 12, shape)
+
+    for trial in range(400):
+        m = int(rng.integers(1, 120))
+        rate = -spread((m, 1)) if trial % 2 else None
+        rows = _Rows(-spread((m, 1)), spread((m, 1)), spread((m, 1)), rate)
+        weights = spread(m + 1 + m + (0 if rate is None else m))
+        rhs = rng.standard_normal((m, 1)) * 10.0 ** rng.integers(-8, 8, (m, 1))
+        rhs[rng.random((m, 1)) < 0.2] = 0.0
+        parts = rows.split(weights)
+        with np.errstate(all="ignore"):
+            general = rows._solve_normal_blocks(*parts, rhs)
+            fast = rows._solve_normal_one_type(*parts, rhs)
+        assert fast.tobytes() == general.tobytes(), trial
+
+
+def test_one_worker_type_reports_a_zero_pivot_as_singular() -> None:
+    rows = _Rows(np.array([[0.0], [-1.0]]), np.ones((2, 1)), np.zeros((2, 1)), None)
+    weights, rhs = np.ones(5), np.ones((2, 1))
+    with pytest.raises(np.linalg.LinAlgError):
+        rows._solve_normal_blocks(*rows.split(weights), rhs)
+    with pytest.raises(np.linalg.LinAlgError):
+        rows.solve_normal(weights, rhs)

@@ -13,8 +13,14 @@ from shock.core.model import JobSpec
 from shock.core.plugins import default_registry
 from shock.core.throughputs import default_throughputs
 from shock.core.trace import read_trace
-from shock.engine.dynamics import BatchSchedule, batch_schedules, follow_schedule, rescale
-from shock.engine.epochs import steps_per_epoch
+from shock.engine.dynamics import (
+    BatchSchedule,
+    batch_schedules,
+    follow_schedule,
+    rescale,
+    whole_epochs_alone_s,
+)
+from shock.engine.epochs import epoch_profile, num_epochs, steps_per_epoch
 from shock.engine.runner import bundled_trace_path
 
 LM10 = "LM (batch size 10)"
@@ -134,3 +140,23 @@ def test_policies_see_the_new_batch_size_rates_and_steps() -> None:
     # And a round runs at the new throughput.
     (assignment,) = run_round(mechanism, 0.0)
     assert assignment.rate == table.throughput("LM (batch size 20)", 1, "v100")
+
+
+def test_run_time_alone_adds_every_epoch_in_order() -> None:
+    """T_alone from runs of equal batch sizes is the per-epoch profile's sum, to the bit,
+    whether the pattern is drawn again or the schedule's is passed."""
+    registry = default_registry()
+    table = default_throughputs()
+    jobs = [replace(j, total_steps=j.total_steps * 3) for j in dynamic_jobs(40)]
+    schedules = batch_schedules(jobs, registry, table, ("v100",), "t")
+    assert len(schedules) >= 5
+    for job in jobs:
+        pattern = registry.get("adaptation", job.mode).batch_sizes(job, num_epochs(job, "t"))
+        expected = sum(epoch_profile(job, pattern, table, "v100", "t").durations_s)
+        drawn = whole_epochs_alone_s(job, registry, table, ("v100",), "t")
+        assert drawn is not None and drawn.hex() == float(expected).hex()
+        if job.job_id in schedules:
+            given = schedules[job.job_id].batch_sizes
+            passed = whole_epochs_alone_s(job, registry, table, ("v100",), "t", given)
+            assert passed is not None and passed.hex() == drawn.hex()
+

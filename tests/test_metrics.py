@@ -17,7 +17,12 @@ from shock.core.results import (
     RunCounters,
     RunResult,
 )
-from shock.engine.metrics import average_contention, compute_metrics, ftf_rhos
+from shock.engine.metrics import (
+    average_contention,
+    compute_metrics,
+    ftf_rhos,
+    linear_percentile,
+)
 from shock.results.document import version_1_document
 
 # Three jobs:
@@ -299,3 +304,25 @@ def test_write_json_is_standard_json_with_infinite_rho(tmp_path: Path) -> None:
     path = tmp_path / "out.json"
     _result(records).write_json(path)
     _strict_loads(path.read_text())
+
+
+def test_linear_percentile_is_numpys_bit_for_bit() -> None:
+    rng = np.random.default_rng(7)
+    samples = [
+        np.array([42.0]),
+        np.array([3.0, 1.0]),
+        np.array([5.0, 5.0, 5.0, 7.0]),
+        np.array([2.0, np.nan, 1.0]),
+        *(rng.exponential(3600.0, int(n)) for n in rng.integers(1, 500, 300)),
+        *(rng.integers(0, 4, int(n)) * 1800.0 for n in rng.integers(1, 60, 100)),
+        *(rng.lognormal(8.0, 2.0, int(n)) for n in rng.integers(1, 500, 100)),
+    ]
+    for values in samples:
+        ordered = np.sort(values)
+        for q in (0, 12.5, 50, 90, 99, 99.9, 100):
+            expected = float(np.percentile(values, q))
+            got = linear_percentile(ordered, q)
+            if math.isnan(expected):
+                assert math.isnan(got)
+            else:
+                assert got.hex() == expected.hex(), (len(values), q)

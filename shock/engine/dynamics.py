@@ -10,7 +10,7 @@ epochs stay the same (the total to within one step: it is rounded up to a whole 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +19,12 @@ from shock.core.errors import InputError
 from shock.core.model import JobSpec
 from shock.core.plugins import PluginRegistry
 from shock.core.throughputs import ThroughputTable
-from shock.engine.epochs import epoch_profile, job_type_with_batch_size, num_epochs, steps_per_epoch
+from shock.engine.epochs import (
+    epoch_durations,
+    job_type_with_batch_size,
+    num_epochs,
+    steps_per_epoch,
+)
 from shock.engine.mechanism import Mechanism
 from shock.engine.units import JobState
 
@@ -73,16 +78,17 @@ def batch_schedules(
             continue
         adaptation = registry.get("adaptation", job.mode)
         sizes = tuple(adaptation.batch_sizes(job, num_epochs(job, source)))
-        if len(set(sizes)) <= 1:
+        runs = _runs(sizes)
+        if len(runs.sizes) <= 1:
             continue
         model = job.model_family
         initial = sizes[0]
         total_epochs = job.total_steps / steps_per_epoch(model, initial)
         # (steps per epoch, fastest isolated rate) per batch size, in order of first
-        # appearance: a job has a few sizes over many epochs.
+        # appearance: a job has a few sizes over many epochs, in a few runs of equal size.
         steps_of: dict[int, float] = {}
         rate_of: dict[int, float] = {}
-        for size in dict.fromkeys(sizes):
+        for size in dict.fromkeys(runs.sizes):
             job_type = job_type_with_batch_size(model, size)
             rate = max(table.throughput(job_type, job.scale_factor, w) for w in worker_types)
             if rate <= 0:
@@ -101,22 +107,41 @@ def batch_schedules(
             job.scale_factor,
             sizes,
             total_epochs,
-            _alone_s(sizes, total_epochs, steps_of, rate_of),
+            _alone_s(runs, total_epochs, steps_of, rate_of),
         )
     return schedules
 
 
+@dataclass(frozen=True, slots=True)
+class _Runs:
+    """A batch-size pattern as runs of equal sizes: run i is `counts[i]` epochs of `sizes[i]`."""
+
+    sizes: tuple[int, ...]
+    counts: np.ndarray
+    epochs: int
+
+
+def _runs(pattern: Sequence[int]) -> _Runs:
+    """Run-length encoding of a pattern (thousands of epochs, a handful of runs)."""
+    values = np.fromiter(pattern, np.int64, len(pattern))
+    if not len(values):
+        return _Runs((), np.zeros(0, np.int64), 0)
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    counts = np.diff(np.append(starts, len(values)))
+    return _Runs(tuple(values[starts].tolist()), counts, len(values))
+
+
 def _alone_s(
-    sizes: tuple[int, ...],
+    runs: _Runs,
     total_epochs: float,
     steps_of: dict[int, float],
     rate_of: dict[int, float],
 ) -> float:
     """Sum over epochs of min(1, total - epoch) x steps / rate at that epoch's batch size, as
     arrays: the same products and quotients, added one after another in epoch order."""
-    fraction = np.minimum(1.0, total_epochs - np.arange(len(sizes), dtype=np.float64))
-    steps = np.fromiter(map(steps_of.__getitem__, sizes), np.float64, len(sizes))
-    rates = np.fromiter(map(rate_of.__getitem__, sizes), np.float64, len(sizes))
+    fraction = np.minimum(1.0, total_epochs - np.arange(runs.epochs, dtype=np.float64))
+    steps = np.repeat(np.array([steps_of[size] for size in runs.sizes], np.float64), runs.counts)
+    rates = np.repeat(np.array([rate_of[size] for size in runs.sizes], np.float64), runs.counts)
     terms = fraction * steps / rates
     # (accumulate adds in order, from 0.0, unlike sum)
     return float(np.add.accumulate(np.concatenate(([0.0], terms)))[-1])
@@ -128,21 +153,28 @@ def whole_epochs_alone_s(
     table: ThroughputTable,
     worker_types: tuple[str, ...],
     source: str,
+    pattern: Sequence[int] | None = None,
 ) -> float | None:
     """Shockwave's run time alone, the T_alone of its rho: the job's per-epoch profile summed
     over all its epochs, the last one whole, each (samples / bs) / isolated throughput at
     that epoch's batch size, on the worker type where that is shortest. None when the job's
-    epochs are unknown (a model without a dataset size) or no worker type runs every size."""
-    try:
-        sizes = registry.get("adaptation", job.mode).batch_sizes(job, num_epochs(job, source))
-    except InputError:
-        return None
+    epochs are unknown (a model without a dataset size) or no worker type runs every size.
+    `pattern`: the job's batch size per epoch when already drawn (its schedule's)."""
+    if pattern is None:
+        try:
+            pattern = registry.get("adaptation", job.mode).batch_sizes(job, num_epochs(job, source))
+        except InputError:
+            return None
+    runs = _runs(pattern)
     totals = []
     for worker_type in worker_types:
         try:
-            totals.append(epoch_profile(job, sizes, table, worker_type, source).total_s)
+            by_size = epoch_durations(job, runs.sizes, table, worker_type, source)
         except InputError:
             continue
+        durations = np.array([by_size[size] for size in runs.sizes], np.float64)
+        # Python's sum over the per-epoch durations, as the profile's total adds them.
+        totals.append(sum(np.repeat(durations, runs.counts).tolist()))
     return min(totals) if totals else None
 
 

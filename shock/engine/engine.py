@@ -234,11 +234,14 @@ class Engine:
         # Jobs whose batch size changes (Accordion, GNS); empty for a static trace.
         self.schedules.update(batch_schedules(jobs, registry, table, worker_types, source))
         if self.config.rho_alone == "whole_epochs":
-            # Shockwave's T_alone for rho, where the job's epochs are known.
-            self.whole_epochs_alone.update(
-                (job.job_id, whole_epochs_alone_s(job, registry, table, worker_types, source))
-                for job in jobs
-            )
+            # Shockwave's T_alone for rho, where the job's epochs are known (a dynamic job's
+            # pattern as its schedule drew it).
+            for job in jobs:
+                schedule = self.schedules.get(job.job_id)
+                pattern = None if schedule is None else schedule.batch_sizes
+                self.whole_epochs_alone[job.job_id] = whole_epochs_alone_s(
+                    job, registry, table, worker_types, source, pattern
+                )
 
     # The loop.
 

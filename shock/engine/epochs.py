@@ -104,6 +104,18 @@ def epoch_profile(
 ) -> EpochProfile:
     """Per-epoch durations by the data file's rule: (samples / bs[e]) / throughput(bs[e]),
     no rounding, throughput the isolated one of the job's model at bs[e] and scale factor."""
+    by_size = epoch_durations(job, batch_sizes, table, worker_type, source)
+    return EpochProfile(tuple(batch_sizes), tuple(map(by_size.__getitem__, batch_sizes)))
+
+
+def epoch_durations(
+    job: JobSpec,
+    batch_sizes: Sequence[int],
+    table: ThroughputTable,
+    worker_type: str = "v100",
+    source: str = "<trace>",
+) -> dict[int, float]:
+    """The isolated duration (s) of one epoch at each batch size of `batch_sizes`."""
     samples, _ = _samples_or_error(job, source)
     model = job.model_family
     # A job has a few batch sizes over many epochs: each size's duration once, in order of
@@ -122,4 +134,4 @@ def epoch_profile(
                 field="job_type",
             )
         by_size[batch_size] = (samples / batch_size) / rate
-    return EpochProfile(tuple(batch_sizes), tuple(map(by_size.__getitem__, batch_sizes)))
+    return by_size

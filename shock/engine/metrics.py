@@ -12,6 +12,7 @@ for every job, and T_alone at the job's own batch-size schedule.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -110,8 +111,10 @@ def compute_metrics(
         makespan = 0.0
     utilization = counters.busy_gpu_seconds / (total_gpus * makespan) if makespan > 0 else 0.0
 
+    ordered = np.sort(jct)
+
     def pct(q: float) -> float:
-        return float(np.percentile(jct, q)) if len(jct) else 0.0
+        return linear_percentile(ordered, q) if len(ordered) else 0.0
 
     metrics = Metrics(
         jobs=len(measured),
@@ -133,3 +136,23 @@ def compute_metrics(
         wall_s=wall_s,
     )
     return metrics, rhos
+
+
+def linear_percentile(ordered: np.ndarray, q: float) -> float:
+    """`np.percentile(values, q)` (its default, linear method) of a sorted, non-empty float
+    array, with numpy's own operations in its order, so the result is bit-for-bit the same:
+    np.percentile calls np.unique, whose first call imports numpy.ma (~10 ms a run)."""
+    n = len(ordered)
+    if np.isnan(ordered[-1]):  # (NaNs sort last; numpy's answer is then NaN)
+        return float("nan")
+    virtual = (n - 1) * float(np.true_divide(q, 100))
+    if virtual >= n - 1:
+        return float(ordered[-1])
+    previous = math.floor(virtual)
+    below, above = float(ordered[previous]), float(ordered[previous + 1])
+    gamma = virtual - previous
+    # numpy's _lerp: from below for gamma < 0.5, back from above otherwise.
+    difference = above - below
+    if gamma >= 0.5:
+        return above - difference * (1 - gamma)
+    return below + difference * gamma

@@ -162,6 +162,18 @@ class _Rows:
         """(G' diag(weights) G)^-1 rhs: per-job n x n blocks plus one rank-one term per
         worker type (its capacity row), by the Woodbury identity."""
         bound, capacity, share, rate = self.split(weights)
+        if self.bound.shape[1] == 1:  # one worker type
+            return self._solve_normal_one_type(bound, capacity, share, rate, rhs)
+        return self._solve_normal_blocks(bound, capacity, share, rate, rhs)
+
+    def _solve_normal_blocks(
+        self,
+        bound: np.ndarray,
+        capacity: np.ndarray,
+        share: np.ndarray,
+        rate: np.ndarray,
+        rhs: np.ndarray,
+    ) -> np.ndarray:
         m, n = self.bound.shape
         blocks = np.zeros((m, n, n))
         blocks[:, np.arange(n), np.arange(n)] = bound * self.bound**2
@@ -174,6 +186,34 @@ class _Rows:
         b_inv_rhs, b_inv_u = solved[:, :, 0], solved[:, :, 1:]
         capacitance = np.diag(1.0 / capacity) + np.einsum("jv,jvw->vw", self.capacity, b_inv_u)
         correction = np.linalg.solve(capacitance, (self.capacity * b_inv_rhs).sum(axis=0))
+        return b_inv_rhs - np.einsum("jvw,w->jv", b_inv_u, correction)
+
+    def _solve_normal_one_type(
+        self,
+        bound: np.ndarray,
+        capacity: np.ndarray,
+        share: np.ndarray,
+        rate: np.ndarray,
+        rhs: np.ndarray,
+    ) -> np.ndarray:
+        """solve_normal with 1 x 1 blocks, by the arithmetic np.linalg.solve does there, so
+        the result is the same to the bit, without two LAPACK calls per Newton system:
+        OpenBLAS's getrs multiplies by the pivot's reciprocal when it solves for several
+        right-hand sides (trsm: the job's blocks, two sides each) and divides by the pivot
+        for one (trsv: the capacitance). The einsum calls get arrays of the same shapes and
+        strides as in the general path, so they add in the same order."""
+        diagonal = bound * self.bound**2 + share[:, None] * self.share * self.share
+        if self.rate is not None:
+            diagonal = diagonal + rate[:, None] * self.rate * self.rate
+        if not diagonal.all():
+            raise np.linalg.LinAlgError("Singular matrix")  # (as LAPACK reports a 0 pivot)
+        sides = np.concatenate([rhs[:, :, None], self.capacity[:, :, None]], axis=2)
+        solved = sides * (1.0 / diagonal)[:, :, None]
+        b_inv_rhs, b_inv_u = solved[:, :, 0], solved[:, :, 1:]
+        capacitance = np.diag(1.0 / capacity) + np.einsum("jv,jvw->vw", self.capacity, b_inv_u)
+        if not capacitance.all():
+            raise np.linalg.LinAlgError("Singular matrix")
+        correction = (self.capacity * b_inv_rhs).sum(axis=0) / capacitance[0]
         return b_inv_rhs - np.einsum("jvw,w->jv", b_inv_u, correction)
 
 
