@@ -71,6 +71,23 @@ def test_a_run_resumed_from_its_saved_state_goes_on_as_if_never_stopped(policy: 
     assert resumed_executor.saved[0]["rounds"] == state["rounds"] + 1
 
 
+@pytest.mark.parametrize("crash_after", [1, 2])
+def test_a_restart_longer_than_a_round_goes_on_in_the_resumed_run(crash_after: int) -> None:
+    # 900 s restarts in 360 s rounds: a run saved mid-restart resumes with what is left of it.
+    options: dict[str, Any] = {"preemption_overhead_s": 900.0, "overhead_on_first_start": True}
+    whole = Engine(_request("fifo", **options), DurableSimulation(), "simulator").run()
+    crashed = DurableSimulation(crash_after=crash_after)
+    with pytest.raises(Crash):
+        Engine(_request("fifo", **options), crashed, "simulator").run()
+    state = crashed.saved[-1]
+    assert state["rounds_memory"]["restart_left"]  # some job is still restarting
+    resumed = Engine(
+        _request("fifo", **options), DurableSimulation(resume=state), "simulator"
+    ).run()
+    whole_done = {r.job_id: r.completion_s for r in whole.records}
+    assert {r.job_id: r.completion_s for r in resumed.records} == pytest.approx(whole_done)
+
+
 @pytest.mark.parametrize("policy", ["finish_time_fairness_perf", "shockwave", "fifo"])
 def test_a_snapshot_restores_to_the_same_snapshot(policy: str) -> None:
     """Counters, clock, progress, records and the policy's memory all come back."""

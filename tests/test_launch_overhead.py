@@ -51,3 +51,13 @@ def test_a_model_family_overhead_covers_its_job_types() -> None:
     )
     assert by_family.records[0].jct_s == pytest.approx(plain.records[0].jct_s + 9.0, abs=0.1)
     assert by_family.records[1].jct_s == pytest.approx(plain.records[1].jct_s + 1.0, abs=0.1)
+
+
+def test_a_restart_longer_than_a_round_goes_on_while_the_job_keeps_its_gpus() -> None:
+    # Sia's simulator stops a job for its whole restore time (imagenet: 250 s, rounds of 60 s).
+    steps = int(default_throughputs().throughput(LM, 1, "v100") * 1000)
+    jobs = [JobSpec(0, LM, steps)]
+    options = {"cluster": "1:0:0", "policy": "max_min_fairness", "overhead_on_first_start": True}
+    plain = simulate(jobs, **options)
+    long_restart = simulate(jobs, **options, preemption_overhead_s=900.0)  # 2.5 rounds of 360 s
+    assert long_restart.records[0].jct_s == pytest.approx(plain.records[0].jct_s + 900.0, abs=0.1)

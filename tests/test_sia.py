@@ -5,6 +5,7 @@ the restart discount, the preset, and the reader's errors."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -355,6 +356,35 @@ def test_the_profiles_set_each_types_speed_in_simulation(profiles_dir: Path) -> 
     assert plain is not None
     assert step_seconds(t4.perf, config) == pytest.approx(1.8 * step_seconds(plain.perf, config))
     assert t4.limits.max_local_bsz == 128
+
+
+def test_simulated_jobs_step_at_the_measured_times_as_sias_simulator_reads_them(
+    profiles_dir: Path,
+) -> None:
+    from shock.goodput.progress import Configuration
+
+    profiles = read_profiles(str(profiles_dir))
+    one = Configuration(nodes=1, replicas=2, atomic_bsz=96)
+    # A measured placement: its rows interpolated linearly in the per-GPU batch (written as
+    # (0.01 + 0.0004 b) + 0.004 on T4), then slowed by CIFAR-10's calibration (1.8).
+    expected = 0.01 + 0.0004 * 96 + 0.004
+    plain = profiles.step_seconds("cifar10", "t4", (2,), one, calibrate=False)
+    assert plain == pytest.approx(expected, rel=1e-5)
+    assert profiles.step_seconds("cifar10", "t4", (2,), one) == pytest.approx(1.8 * plain)
+    # Accumulation steps add the compute part (step - sync) once each.
+    accumulating = Configuration(nodes=1, replicas=2, atomic_bsz=96, accum_steps=2)
+    assert profiles.step_seconds(
+        "cifar10", "t4", (2,), accumulating, calibrate=False
+    ) == pytest.approx(expected + 2 * (expected - 0.004), rel=1e-5)
+    # The A100's rows, not the T4's; a placement never measured is interpolated over
+    # (nodes, GPUs, batch) between the measurements; beyond them, or an unmeasured type: None.
+    a100 = profiles.step_seconds("cifar10", "a100", (2,), one, calibrate=False)
+    assert a100 == pytest.approx((0.01 + 0.0004 * 96) / 3 + 0.004, rel=1e-5)
+    three = profiles.step_seconds("cifar10", "t4", (3,), one, calibrate=False)
+    assert three == pytest.approx(expected, rel=1e-4)  # one node of 2 or 4: the same times
+    assert profiles.step_seconds("cifar10", "t4", (2,), replace(one, atomic_bsz=512)) is None
+    assert profiles.step_seconds("cifar10", "k80", (2,), one) is None
+    assert profiles.step_seconds("bert", "t4", (2,), one) is None
 
 
 def test_the_policy_state_survives_a_snapshot(profiles_dir: Path) -> None:

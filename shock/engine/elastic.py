@@ -19,14 +19,15 @@ many GPUs, on that many.
 
 A job of one of Pollux's measured applications progresses at its goodput on the placement
 and batch size it runs with (shock.goodput.progress: its measured step time there, as
-Pollux's simulator interpolates it, else the step-time model's, x the gain of its batch
-size, epoch by epoch), on each GPU type by the run's measurements of that type where it
-has them (`--goodput-profiles`: shock.goodput.profiles, with Sia's calibration unless
-`--no-goodput-calibration`); its planned rate is the round's mean progress per second in its
-trace's steps. Other jobs run at the throughput table's rate for their GPU count (scaled
-linearly from their scale factor where the table lacks that count). A job whose GPUs changed
-since last round restarts from a checkpoint: the engine's (re)start overhead rules charge
-it (`--preemption-overhead`; the pollux preset: 30 s, also at a job's first start).
+Pollux's and Sia's simulators interpolate it (shock.goodput.measured), else the step-time
+model's, x the gain of its batch size, epoch by epoch), on each GPU type by the run's
+measurements of that type where it has them (`--goodput-profiles`: shock.goodput.profiles,
+with Sia's calibration unless `--no-goodput-calibration`); its planned rate is the round's
+mean progress per second in its trace's steps. Other jobs run at the throughput table's rate
+for their GPU count (scaled linearly from their scale factor where the table lacks that
+count). A job whose GPUs changed since last round restarts from a checkpoint: the engine's
+(re)start overhead rules charge it (`--preemption-overhead`; the pollux preset: 30 s, also
+at a job's first start).
 """
 
 from __future__ import annotations
@@ -236,13 +237,21 @@ class ElasticRounds:
             per_server[server] = per_server.get(server, 0) + 1
         nodes = len(per_server)
         config = self._configuration(job, training, nodes, replicas, grant)
-        # On a GPU type the run's profiles measured: their fitted step-time model (None: the
-        # curve's). Else Pollux's bundled step times, read as its simulator reads them.
-        step_s = (
-            None
-            if measured is not None
-            else step_seconds_measured(training.name, tuple(per_server.values()), config)
-        )
+        # Step times as the simulators whose measurements these are read them: on a GPU type
+        # the run's profiles measured, theirs (Sia's: interpolated, calibrated; None where they
+        # do not reach: the curve's fitted model); else Pollux's bundled ones.
+        node_gpus = tuple(per_server.values())
+        if measured is not None:
+            assert self.profiles is not None
+            step_s = self.profiles.step_seconds(
+                training.name,
+                self.worker_types[column],
+                node_gpus,
+                config,
+                self.config.goodput_calibration,
+            )
+        else:
+            step_s = step_seconds_measured(training.name, node_gpus, config)
         available = self.config.round_length_s
         if not kept:
             available = max(available - self.restart_s, 1e-9)

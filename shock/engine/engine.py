@@ -464,7 +464,9 @@ class Engine:
     def _overheads(
         self, assignments: list[Assignment], ran_last_round: Collection[UnitKey] | None
     ) -> list[float] | None:
-        """The (re)start time each unit loses this round; None when no unit can lose any."""
+        """The (re)start time each unit loses this round; None when no unit can lose any. A
+        restart longer than a round loses whole rounds until it is over, while the unit keeps
+        its GPUs (Shockwave's rule: at most the round)."""
         config = self.config
         default = config.preemption_overhead_s
         by_type = config.overhead_by_job_type
@@ -472,6 +474,8 @@ class Engine:
             return None
         round_length = config.mechanism.round_length_s
         first_round = self.rounds == 1
+        assert self.mechanism is not None
+        restart_left = self.mechanism.restart_left
         lost = []
         for assignment in assignments:
             overhead = default
@@ -488,7 +492,24 @@ class Engine:
             charged = overhead > 0 and _charged(
                 assignment, config, ran_last_round, first_round, round_length
             )
-            lost.append(min(overhead, round_length) if charged else 0.0)
+            if ran_last_round is not None:  # Shockwave's rule: within the round
+                lost.append(min(overhead, round_length) if charged else 0.0)
+                continue
+            # A restart longer than a round goes on into the next rounds while the unit
+            # keeps its GPUs (a move starts it afresh).
+            key = assignment.unit.key
+            if charged:
+                left = overhead
+            elif assignment.kept_gpus:
+                left = restart_left.get(key, 0.0)
+            else:
+                left = 0.0
+            part = min(left, round_length)
+            if left > part:
+                restart_left[key] = left - part
+            elif key in restart_left:
+                del restart_left[key]
+            lost.append(part)
         return lost
 
     def _plan_units(

@@ -129,6 +129,11 @@ def _rounds_memory(mechanism: Mechanism) -> dict[str, Any]:
         ],
         "random_state": [random_state[0], list(random_state[1]), random_state[2]],
     }
+    if mechanism.restart_left:
+        # Restarts that go on into the next rounds (written only then, as the grants are).
+        memory["restart_left"] = [
+            [_key_json(key), seconds] for key, seconds in mechanism.restart_left.items()
+        ]
     if allocation.elastic is not None:
         # An elastic policy's grants (written only for one, so other documents are as before).
         memory["allocation"]["elastic"] = [
@@ -168,6 +173,8 @@ def _restore_rounds_memory(mechanism: Mechanism, saved: dict[str, Any] | None) -
     worker types differ (a resized cluster): then it allocates and places afresh."""
     if saved is None or list(mechanism.worker_types) != saved["worker_types"]:
         return
+    for key, seconds in saved.get("restart_left", ()):
+        mechanism.restart_left[_key_of(key)] = float(seconds)
     allocation = saved["allocation"]
     keys = tuple(_key_of(key) for key in allocation["keys"])
     if any(

@@ -97,6 +97,9 @@ class Mechanism:
         self.last_reset_s = 0.0
         self.allocation: Allocation = Allocation.empty(self.worker_types)
         self.stats = MechanismStats()
+        # Unit -> seconds of its (re)start still to come: a restart longer than a round goes
+        # on into the next rounds while the unit keeps its GPUs (Sia's simulator's restore).
+        self.restart_left: dict[UnitKey, float] = {}
 
     @property
     def previous_round(self) -> dict[UnitKey, Assignment]:
@@ -308,6 +311,7 @@ class Mechanism:
 
     def _remove(self, job: JobState) -> None:
         del self.active[job.job_id]
+        self.restart_left.pop(job.job_id, None)
         job.keep_progress()
         self.leases.left(job.job_id)
         self.counters.release(job.slot)

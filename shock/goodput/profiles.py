@@ -4,8 +4,9 @@
 Sia's artifact (SOSP'23) measured each application on several GPU types. Its data has no
 licence, so shock bundles none of it: point a run at the artifact's `sia-simulator/traces`
 folder (or any folder laid out the same way). The profiles are the run's: the simulator runs
-each elastic job at its GPU type's measured goodput (`curve`), and a policy that predicts
-goodput (`sia`) reads them from its input (`PolicyInput.goodput_profiles`).
+each elastic job at its GPU type's measured goodput (`curve`, at `step_seconds`), and a
+policy that predicts goodput (`sia`) reads them from its input
+(`PolicyInput.goodput_profiles`).
 
     <root>/<application>/placements-<suffix>.csv    placement, local_bsz, step_time, sync_time
     <root>/<application>/scalability-<suffix>.csv   local_bsz, step_time, sync_time,
@@ -39,8 +40,9 @@ from pathlib import Path
 
 from shock.core.errors import InputError
 from shock.goodput.fit import StepTimes, fit_perf_params
+from shock.goodput.measured import MeasuredTimes, PlacementRow, ScalabilityRow
 from shock.goodput.model import BatchLimits, GoodputModel, GradParams, PerfParams
-from shock.goodput.progress import TrainingCurve
+from shock.goodput.progress import Configuration, TrainingCurve
 from shock.goodput.progress import curve as bundled_curve
 
 # shock's worker type -> the suffix of Sia's files measured on that GPU type.
@@ -89,6 +91,8 @@ class TypeProfile:
     # Samples per second on one GPU at its largest measured per-GPU batch (Sia's ratio of
     # GPU types: largest batch / slowest step among the one-GPU placements).
     one_gpu_rate: float
+    # The measurements as Sia's simulator reads them for the step times its jobs run at.
+    measured: MeasuredTimes
 
     @property
     def perf(self) -> PerfParams:
@@ -150,6 +154,26 @@ class SiaProfiles:
         slowdown = SLOWDOWN.get(application, 1.0) if calibrate else 1.0
         return _measured_curve(profile, slowdown)
 
+    def step_seconds(
+        self,
+        application: str,
+        worker_type: str,
+        node_gpus: tuple[int, ...],
+        config: Configuration,
+        calibrate: bool = True,
+    ) -> float | None:
+        """Seconds per step of `config` on this placement of `worker_type` GPUs, as Sia's
+        simulator runs its jobs: the measurements interpolated (not the fitted model), slowed
+        by the calibration factor when `calibrate`. None where they do not reach (the
+        curve's fitted model answers there)."""
+        profile = self.profile(application, worker_type)
+        if profile is None:
+            return None
+        seconds = profile.measured.step_seconds(node_gpus, config)
+        if not math.isfinite(seconds):
+            return None
+        return seconds * (SLOWDOWN.get(application, 1.0) if calibrate else 1.0)
+
 
 def _cell(path: Path, line: int, column: str, text: str | None, integer: bool = False) -> float:
     try:
@@ -196,6 +220,8 @@ def _read_type(folder: Path, name: str, suffix: str) -> TypeProfile:
     step: list[float] = []
     sync: list[float] = []
     one_gpu: list[tuple[float, float]] = []
+    placement_rows: list[PlacementRow] = []
+    scalability_rows: list[ScalabilityRow] = []
     placements = folder / f"placements-{suffix}.csv"
     for line, row in _rows(placements, _PLACEMENTS):
         text = (row.get("placement") or "").strip()
@@ -213,6 +239,7 @@ def _read_type(folder: Path, name: str, suffix: str) -> TypeProfile:
         sync.append(_cell(placements, line, "sync_time", row.get("sync_time")))
         if replicas[-1] == 1:
             one_gpu.append((local[-1], step[-1]))
+        placement_rows.append((int(text), float(local[-1]), step[-1], sync[-1]))
     placement_local = list(local)
     scalability = folder / f"scalability-{suffix}.csv"
     for line, row in _rows(scalability, _SCALABILITY):
@@ -230,6 +257,7 @@ def _read_type(folder: Path, name: str, suffix: str) -> TypeProfile:
                 line=line,
                 field="num_replicas",
             )
+        scalability_rows.append((nodes[-1], replicas[-1], float(local[-1]), step[-1], sync[-1]))
     for where, values in ((placements, step), (scalability, step)):
         if any(v <= 0 for v in values):
             raise InputError("step_time must be > 0", path=where, field="step_time")
@@ -245,7 +273,8 @@ def _read_type(folder: Path, name: str, suffix: str) -> TypeProfile:
     )
     largest = max(b for b, _ in one_gpu)
     slowest = max(s for _, s in one_gpu)
-    return TypeProfile(name, suffix, times, limits, largest / slowest)
+    measured = MeasuredTimes.from_rows(placement_rows, scalability_rows)
+    return TypeProfile(name, suffix, times, limits, largest / slowest, measured)
 
 
 def _read_application(folder: Path) -> SiaApplication | None:

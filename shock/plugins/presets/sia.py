@@ -10,8 +10,8 @@ SIA = Preset(
     description=(
         "Sia's simulator: its 64-GPU cluster (6 x 4 T4, 2 x 8 A100, 3 x 8 RTX 2080 Ti), 60 s "
         "rounds, the policy re-run and jobs re-placed every round, each (re)start including "
-        "the first costing the application's restore time (15-250 s, at most a round), "
-        "sia's nodes of 4 (T4) and 8 (A100, RTX 2080 Ti) GPUs"
+        "the first costing the application's restore time (15-250 s, longer ones over several "
+        "rounds), sia's nodes of 4 (T4) and 8 (A100, RTX 2080 Ti) GPUs"
     ),
     round_length_s=60.0,
     min_allocation_interval_s=0.0,
@@ -21,7 +21,8 @@ SIA = Preset(
     selection=SelectionRule.DEFICIT,
     reallocate_every_round=True,
     # Sia's simulator stops a job for its application's checkpoint-restore time at every
-    # start and change (applications.py; 30 s for others). The engine charges at most a round.
+    # start and change (applications.py; 30 s for others); a longer one than a round goes on
+    # into the next rounds while the job keeps its GPUs, as there.
     preemption_overhead_s=30.0,
     overhead_by_job_type={
         "cifar10": 50.0,
